@@ -1,0 +1,65 @@
+"""Ground truth for tests: which pages of a file are in the page cache.
+
+mincore(2) on a read-only shared mapping reports residency page by page
+without faulting anything in. posix_fadvise(DONTNEED) evicts a file that
+nothing maps.
+"""
+import ctypes
+import ctypes.util
+import mmap
+import os
+
+_libc = ctypes.CDLL(ctypes.util.find_library("c"), use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int,
+                       ctypes.c_int, ctypes.c_int, ctypes.c_long]
+_libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+_libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+PAGE = os.sysconf("SC_PAGE_SIZE")
+MAP_FAILED = ctypes.c_void_p(-1).value
+
+
+def resident_pages(path):
+    """Set of page indices of @path that are in the page cache."""
+    size = os.path.getsize(path)
+    if size == 0:
+        return set()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        addr = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        if addr == MAP_FAILED:
+            raise OSError(ctypes.get_errno(), "mmap " + path)
+        try:
+            npages = (size + PAGE - 1) // PAGE
+            vec = ctypes.create_string_buffer(npages)
+            if _libc.mincore(addr, size, vec) != 0:
+                raise OSError(ctypes.get_errno(), "mincore " + path)
+            return {i for i in range(npages) if vec.raw[i] & 1}
+        finally:
+            _libc.munmap(addr, size)
+    finally:
+        os.close(fd)
+
+
+def evict(*paths):
+    """Drop @paths from the page cache and check that nothing stayed."""
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+        left = resident_pages(path)
+        assert not left, f"{path}: {len(left)} pages stayed cached after DONTNEED"
+
+
+def write_file(path, size, seed=0):
+    """A file of @size bytes with content that differs page to page."""
+    block = bytes((seed + i) & 0xff for i in range(PAGE))
+    with open(path, "wb") as f:
+        for i in range(0, size, PAGE):
+            f.write(block[: min(PAGE, size - i)])
+            block = block[1:] + block[:1]
+        f.flush()
+        os.fsync(f.fileno())

@@ -1,0 +1,402 @@
+"""tracer/trace against the page cache itself.
+
+Each workload runs under trace on files evicted beforehand; the pages that
+trace reports for a file must equal the pages that became resident
+(mincore before and after). Files live on a loop-mounted ext4 image so that
+nothing else on the machine touches them.
+"""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import REPO, require_root
+from pagecache_util import PAGE, evict, resident_pages, write_file
+
+TRACE = os.path.join(REPO, "tracer", "trace")
+MiB = 1 << 20
+
+
+# A deliberately small, independent reader: the test oracle for the format
+# must not be the code under test elsewhere in the project.
+def _unescape(field):
+    return re.sub(rb"\\([0-3][0-7]{2})", lambda m: bytes([int(m.group(1), 8)]),
+                  field.encode("utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
+
+
+class Trace:
+    def __init__(self, text):
+        self.header, self.trailer, self.records = {}, None, []
+        for line in text.splitlines():
+            if line.startswith("# end: "):
+                self.trailer = dict(kv.split("=") for kv in line[7:].split())
+            elif line.startswith("# ") and ": " in line:
+                key, value = line[2:].split(": ", 1)
+                self.header.setdefault(key, value)
+            elif line and not line.startswith("#"):
+                fields = line.split()
+                self.records.append((int(fields[0]), _unescape(fields[1]),
+                                     int(fields[2]), fields[3:]))
+
+    def pages(self, path):
+        return [off // PAGE for _, p, off, _ in self.records if p == path]
+
+    def page_set(self, path):
+        return set(self.pages(path))
+
+    def paths(self):
+        return {p for _, p, _, _ in self.records}
+
+
+def run_trace(*args, check_rc=0, timeout=120, **kw):
+    require_root()
+    assert os.access(TRACE, os.X_OK), "tracer/trace is not built: run make"
+    proc = subprocess.run([TRACE, *args], capture_output=True, text=True,
+                          errors="surrogateescape", timeout=timeout, **kw)
+    if check_rc is not None:
+        assert proc.returncode == check_rc, proc.stderr
+    return proc
+
+
+def traced(*args, **kw):
+    proc = run_trace(*args, **kw)
+    return Trace(proc.stdout), proc
+
+
+def python_cmd(code):
+    return ["--", sys.executable, "-c", textwrap.dedent(code)]
+
+
+@pytest.fixture
+def data_dir(ext4_image, request):
+    path = ext4_image.path(request.node.name.replace("[", "_").replace("]", ""))
+    os.makedirs(path, exist_ok=True)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def assert_trace_matches_cache(trace, path):
+    """The central property: traced pages == pages that became resident."""
+    resident = resident_pages(path)
+    traced_pages = trace.pages(path)
+    assert resident, f"workload read nothing from {path}"
+    assert len(traced_pages) == len(set(traced_pages)), "a page was reported twice"
+    assert set(traced_pages) == resident, (
+        f"only traced: {sorted(set(traced_pages) - resident)[:10]}, "
+        f"only resident: {sorted(resident - set(traced_pages))[:10]}")
+
+
+@pytest.mark.parametrize("attach", ["tp_btf", "raw_tp"])
+def test_sequential_read(data_dir, attach):
+    f = os.path.join(data_dir, "seq.bin")
+    write_file(f, 8 * MiB)
+    evict(f)
+    trace, _ = traced("--attach", attach, "--", "dd", f"if={f}", "of=/dev/null", "bs=64k")
+    assert trace.header["tracer"].endswith(f"{attach})")
+    assert_trace_matches_cache(trace, f)
+    assert trace.page_set(f) == set(range(8 * MiB // PAGE))
+    # Offsets come out in read order for a sequential read.
+    assert trace.pages(f) == sorted(trace.pages(f))
+
+
+def test_scattered_preads_with_holes(data_dir):
+    # The 2011 experiment: 64 KiB at 0 and 64 KiB at 512 KiB of a 1 MiB
+    # file, 100,000 times; only the first of each can miss the cache.
+    f = os.path.join(data_dir, "holes.bin")
+    write_file(f, 1 * MiB)
+    evict(f)
+    trace, _ = traced(*python_cmd(f"""
+        import os
+        fd = os.open({f!r}, os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)
+        for _ in range(100000):
+            os.pread(fd, 65536, 0)
+            os.pread(fd, 65536, 524288)
+        """))
+    assert_trace_matches_cache(trace, f)
+    # With readahead disabled by FADV_RANDOM, exactly the two windows.
+    assert trace.page_set(f) == set(range(16)) | set(range(128, 144))
+
+
+def test_mmap_random_touches(data_dir):
+    f = os.path.join(data_dir, "mapped.bin")
+    write_file(f, 16 * MiB)
+    evict(f)
+    trace, _ = traced("-x", *python_cmd(f"""
+        import mmap, os, random
+        fd = os.open({f!r}, os.O_RDONLY)
+        m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+        m.madvise(mmap.MADV_RANDOM)
+        rng = random.Random(7)
+        for page in rng.sample(range({16 * MiB // PAGE}), 200):
+            m[page * {PAGE}]
+        """))
+    assert_trace_matches_cache(trace, f)
+    assert len(trace.page_set(f)) == 200
+    causes = {r[3][3] for r in trace.records if r[1] == f}
+    assert causes == {"fault"}
+
+
+def test_exec_of_a_binary(data_dir):
+    binary = os.path.join(data_dir, "tool")
+    shutil.copy(TRACE, binary)  # any sizeable ELF will do
+    os.chmod(binary, 0o755)
+    evict(binary)
+    trace, _ = traced("--", binary, "--help")
+    assert_trace_matches_cache(trace, binary)
+
+
+def test_grandchild_through_sh(data_dir):
+    f = os.path.join(data_dir, "deep.bin")
+    write_file(f, 256 * 1024)
+    evict(f)
+    trace, _ = traced("-x", "-c", f"sh -c 'cat {f} > /dev/null; true'; true")
+    assert_trace_matches_cache(trace, f)
+    pids = {r[3][0] for r in trace.records if r[1] == f}
+    assert len(pids) == 1 and int(pids.pop()) != 0
+
+
+def test_writing_a_new_file_records_nothing(data_dir):
+    f = os.path.join(data_dir, "written.bin")
+    trace, _ = traced("--", "dd", "if=/dev/zero", f"of={f}", "bs=4k", "count=100",
+                      "conv=fsync", "status=none")
+    assert os.path.getsize(f) == 100 * PAGE
+    assert trace.pages(f) == []
+    # Appending and fallocate are writes too.
+    trace, _ = traced("-c", f"head -c 409600 /dev/zero >> {f} && fallocate -o 819200 -l 409600 {f}")
+    assert trace.pages(f) == []
+
+
+def test_tmpfs_file_records_nothing(tmpfs_dir):
+    f = os.path.join(tmpfs_dir, "in-memory.bin")
+    write_file(f, 1 * MiB)
+    trace, _ = traced("--", "md5sum", f)
+    assert trace.pages(f) == []
+
+
+def test_page_cache_hits_record_nothing(data_dir):
+    f = os.path.join(data_dir, "hot.bin")
+    write_file(f, 1 * MiB)
+    evict(f)
+    with open(f, "rb") as fh:
+        fh.read()
+    trace, _ = traced("--", "md5sum", f)
+    assert trace.pages(f) == []
+
+
+def test_odirect_records_nothing(data_dir):
+    f = os.path.join(data_dir, "direct.bin")
+    write_file(f, 1 * MiB)
+    evict(f)
+    trace, _ = traced("--", "dd", f"if={f}", "of=/dev/null", "bs=64k", "iflag=direct",
+                      "status=none")
+    assert trace.pages(f) == []
+    assert resident_pages(f) == set()
+
+
+def test_space_and_newline_in_name(data_dir):
+    f = os.path.join(data_dir, "a name with space\nand newline\\ \t.bin")
+    write_file(f, 64 * 1024)
+    evict(f)
+    proc = run_trace("--", "cat", f)
+    record = [line for line in proc.stdout.splitlines() if not line.startswith("#")][0]
+    assert "\\040" in record and "\\012" in record and "\\134" in record
+    assert_trace_matches_cache(Trace(proc.stdout), f)
+
+
+def test_deleted_file(data_dir):
+    f = os.path.join(data_dir, "doomed.bin")
+    write_file(f, 64 * 1024)
+    evict(f)
+    trace, _ = traced(*python_cmd(f"""
+        import os
+        fd = os.open({f!r}, os.O_RDONLY)
+        os.unlink({f!r})
+        os.read(fd, 65536)
+        """))
+    assert trace.page_set("//deleted" + f) == set(range(16))
+
+
+def test_large_folios_are_expanded(data_dir):
+    f = os.path.join(data_dir, "big.bin")
+    write_file(f, 64 * MiB)
+    evict(f)
+    trace, _ = traced("--", "dd", f"if={f}", "of=/dev/null", "bs=1M", "status=none")
+    assert_trace_matches_cache(trace, f)
+    assert trace.page_set(f) == set(range(64 * MiB // PAGE))
+    assert trace.trailer["pages"] == str(len(trace.records))
+    assert trace.trailer["lost"] == "0"
+
+
+def test_header_and_trailer(data_dir):
+    f = os.path.join(data_dir, "small.bin")
+    write_file(f, 3 * PAGE)
+    evict(f)
+    trace, proc = traced("--", "cat", f)
+    h = trace.header
+    assert h["pagetrace-format"] == "1" and h["page-size"] == str(PAGE)
+    assert h["clock"] == "realtime-us"
+    assert h["columns"] == "timestamp_us path offset"
+    assert h["command"] == "cat\\040" + f.replace(" ", "\\040")
+    assert h["kernel"] == os.uname().release
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z", h["start"])
+    t = trace.trailer
+    assert int(t["pages"]) == len(trace.records)
+    assert int(t["bytes"]) == PAGE * len(trace.records)
+    assert int(t["files"]) == len(trace.paths())
+    assert t["lost"] == "0"
+    # Timestamps are wall-clock microseconds of this run.
+    now_us = time.time() * 1e6
+    assert all(now_us - 120e6 < ts <= now_us for ts, *_ in trace.records)
+    assert "0 lost" in proc.stderr
+
+
+def test_extra_columns(data_dir):
+    f = os.path.join(data_dir, "extra.bin")
+    write_file(f, 4 * PAGE)
+    evict(f)
+    trace, _ = traced("-x", "--", "cat", f)
+    assert trace.header["columns"] == "timestamp_us path offset pid tid comm cause dev ino"
+    st = os.stat(f)
+    for _, path, _, extra in trace.records:
+        assert len(extra) == 6
+    pid, tid, comm, cause, dev, ino = [r[3] for r in trace.records if r[1] == f][0]
+    assert comm == "cat" and pid == tid
+    assert cause in {"sync_ra", "read"}
+    assert dev == f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}" and ino == str(st.st_ino)
+
+
+def test_exit_status_is_the_commands():
+    assert run_trace("-c", "exit 7", check_rc=None).returncode == 7
+    assert run_trace("--", "sh", "-c", "kill -TERM $$", check_rc=None).returncode == 128 + 15
+
+
+def test_lost_events_are_never_silent(data_dir):
+    # A 4 KiB ring buffer cannot hold a single path event (> 8 KiB), so every
+    # name is lost: trace must say so on stderr, in the trailer and in its
+    # exit status, and the records fall back to //unknown paths.
+    f = os.path.join(data_dir, "lossy.bin")
+    write_file(f, 64 * 1024)
+    evict(f)
+    proc = run_trace("--ringbuf-size", "4K", "--", "cat", f, check_rc=3)
+    trace = Trace(proc.stdout)
+    assert int(trace.trailer["lost"]) >= 1
+    assert "LOST" in proc.stderr
+    st = os.stat(f)
+    unknown = f"//unknown/{os.major(st.st_dev)}:{os.minor(st.st_dev)}/{st.st_ino}"
+    assert trace.page_set(unknown) == set(range(16))
+    evict(f)
+    proc = run_trace("--allow-lost", "--ringbuf-size", "4K", "--", "cat", f, check_rc=0)
+    assert int(Trace(proc.stdout).trailer["lost"]) >= 1
+
+
+def test_pid_mode_follows_a_running_process(data_dir):
+    f = os.path.join(data_dir, "late.bin")
+    write_file(f, 128 * 1024)
+    evict(f)
+    r, w = os.pipe()
+    target = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import os, subprocess, threading
+        os.read({r}, 1)
+        # a thread and a child, both started after trace attached
+        t = threading.Thread(target=lambda: open({f!r}, 'rb').read(65536))
+        t.start(); t.join()
+        subprocess.run(['tail', '-c', '65536', {f!r}], stdout=subprocess.DEVNULL)
+        """)], pass_fds=(r,))
+    tracer = subprocess.Popen([TRACE, "-p", str(target.pid)], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)  # let trace attach
+    os.write(w, b"g")
+    out, err = tracer.communicate(timeout=60)
+    target.wait()
+    assert tracer.returncode == 0, err
+    assert_trace_matches_cache(Trace(out), f)
+    assert Trace(out).page_set(f) == set(range(32))
+
+
+def test_no_children(data_dir):
+    f = os.path.join(data_dir, "child-only.bin")
+    write_file(f, 64 * 1024)
+    evict(f)
+    trace, _ = traced("--no-children", "--", "sh", "-c", f"cat {f} >/dev/null; true")
+    assert trace.pages(f) == []
+    evict(f)
+    trace, _ = traced("--", "sh", "-c", f"cat {f} >/dev/null; true")
+    assert trace.page_set(f) == set(range(16))
+
+
+def test_system_wide(data_dir):
+    f = os.path.join(data_dir, "anyone.bin")
+    write_file(f, 64 * 1024)
+    evict(f)
+    tracer = subprocess.Popen([TRACE, "-a", "-d", "4"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    subprocess.run(["cat", f], stdout=subprocess.DEVNULL, check=True)
+    out, err = tracer.communicate(timeout=60)
+    assert tracer.returncode == 0, err
+    assert Trace(out).page_set(f) == set(range(16))
+
+
+def test_sigint_writes_the_trailer(data_dir):
+    tracer = subprocess.Popen([TRACE, "-a"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    tracer.send_signal(signal.SIGINT)
+    out, err = tracer.communicate(timeout=30)
+    assert tracer.returncode == 0, err
+    assert Trace(out).trailer is not None
+
+
+def test_runs_as_sudo_user_and_dash_u():
+    # The command's stdout goes to stderr, so that it never mixes with the trace.
+    proc = run_trace("-u", "nobody", "--", "id", "-u")
+    assert proc.stderr.splitlines()[0] == "65534"
+    assert Trace(proc.stdout).trailer is not None
+    env = dict(os.environ, SUDO_UID="65534", SUDO_GID="65534")
+    proc = run_trace("--", "id", "-u", env=env)
+    assert proc.stderr.splitlines()[0] == "65534"
+
+
+def test_command_output_with_dash_o(tmp_path):
+    out = tmp_path / "reads.log"
+    proc = run_trace("-o", str(out), "--", "echo", "hello")
+    assert proc.stdout == "hello\n"
+
+
+def test_output_file_option(tmp_path):
+    out = tmp_path / "reads.log"
+    proc = run_trace("-o", str(out), "--", "true")
+    assert proc.stdout == ""
+    assert out.read_text().startswith("# pagetrace-format: 1\n")
+    assert out.read_text().splitlines()[-1].startswith("# end: pages=")
+
+
+@pytest.mark.parametrize("args, message", [
+    ([], "nothing to trace"),
+    (["-p", "1", "-c", "true"], "exclusive"),
+    (["-c", "true", "--", "true"], "not both"),
+    (["-a", "--no-children"], "makes no sense"),
+    (["--ringbuf-size", "1000", "-a"], "power of two"),
+    (["-p", "999999999"], "No such process"),
+    (["--attach", "kprobe", "-a"], "auto, tp_btf or raw_tp"),
+])
+def test_bad_options(args, message):
+    proc = run_trace(*args, check_rc=None, timeout=30)
+    assert proc.returncode != 0
+    assert message in proc.stderr
+    assert proc.stderr.startswith("trace: ") or "trace:" in proc.stderr
+
+
+def test_clear_error_without_privileges():
+    require_root()
+    proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                           TRACE, "--", "true"], capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 1
+    assert "run as root, or with CAP_BPF and CAP_PERFMON" in proc.stderr

@@ -1,0 +1,92 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * CO-RE shims: every place where the kernel's types changed under us, in one
+ * file, each with the change that made it necessary. The tracer reads only
+ * these accessors, never the raw fields.
+ */
+#ifndef PAGETRACE_CORE_FIXES_BPF_H
+#define PAGETRACE_CORE_FIXES_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_core_read.h>
+#include <bpf/bpf_helpers.h>
+
+/*
+ * v6.18 "mm: introduce memdesc_flags_t" wrapped page->flags and folio->flags
+ * in a one-member struct. Both layouts are a single unsigned long at the
+ * field's offset, so read the word through the field's relocated address.
+ */
+static __always_inline unsigned long folio_flags_word(const struct folio *folio)
+{
+	unsigned long word = 0;
+
+	bpf_core_read(&word, sizeof(word), &folio->flags);
+	return word;
+}
+
+/*
+ * enum pageflags is not ABI: its numbering has changed between releases
+ * (v6.12 removed PG_error, for one). Ask the running kernel's BTF.
+ */
+static __always_inline bool folio_is_locked_not_uptodate(const struct folio *folio)
+{
+	unsigned long word = folio_flags_word(folio);
+	unsigned long locked = 1UL << bpf_core_enum_value(enum pageflags, PG_locked);
+	unsigned long uptodate = 1UL << bpf_core_enum_value(enum pageflags, PG_uptodate);
+
+	return (word & locked) && !(word & uptodate);
+}
+
+/*
+ * A bio_vec names a struct page; a large folio's tail pages point at their
+ * head with bit 0 of compound_head set (stable since v2.6.x; v5.16 "mm: Add
+ * folio type" made the head a struct folio with the same layout).
+ */
+static __always_inline struct folio *page_to_folio(struct page *page)
+{
+	unsigned long head = BPF_CORE_READ(page, compound_head);
+
+	if (head & 1)
+		return (struct folio *)(head - 1);
+	return (struct folio *)page;
+}
+
+/* Offset of @page inside its folio, in pages (tail pages are contiguous). */
+static __always_inline __u64 page_nr_in_folio(struct page *page, struct folio *folio)
+{
+	return ((__u64)page - (__u64)folio) / bpf_core_type_size(struct page);
+}
+
+/*
+ * The low bits of folio->mapping mark anonymous, KSM and movable pages
+ * (PAGE_MAPPING_ANON, PAGE_MAPPING_MOVABLE); only a clean pointer is a
+ * file's address_space.
+ */
+#define MAPPING_FLAG_BITS	3UL
+
+static __always_inline struct address_space *folio_file_mapping(const struct folio *folio)
+{
+	unsigned long mapping = (unsigned long)BPF_CORE_READ(folio, mapping);
+
+	if (!mapping || (mapping & MAPPING_FLAG_BITS))
+		return NULL;
+	return (struct address_space *)mapping;
+}
+
+/*
+ * v3.2 "vfs: protect i_nlink" made i_nlink a const alias of __i_nlink;
+ * read the writable name, which every kernel we can run on has.
+ */
+static __always_inline unsigned int inode_nlink(const struct inode *inode)
+{
+	return BPF_CORE_READ(inode, __i_nlink);
+}
+
+/*
+ * The readahead: tracepoints (include/trace/events/readahead.h) and
+ * filemap:mm_filemap_fault, which tell the cause of a read, are 2024
+ * additions. Older kernels lack them; user space detects that through BTF,
+ * leaves those programs unloaded, and the cause column becomes "-".
+ */
+
+#endif /* PAGETRACE_CORE_FIXES_BPF_H */
