@@ -400,3 +400,48 @@ def test_clear_error_without_privileges():
                            TRACE, "--", "true"], capture_output=True, text=True, timeout=30)
     assert proc.returncode == 1
     assert "run as root, or with CAP_BPF and CAP_PERFMON" in proc.stderr
+
+
+READPAGE_BT = os.path.join(REPO, "tracer", "readpage.bt")
+RESOLVE = os.path.join(REPO, "scripts", "resolve-inodes")
+
+WORKLOADS = {
+    "sequential": "open({f!r}, 'rb').read()",
+    "scattered": """
+import os
+fd = os.open({f!r}, os.O_RDONLY)
+for off in (0, 3 << 20, 1 << 20, 7 << 20, 5 << 20):
+    os.pread(fd, 65536, off)
+""",
+    "mmap": """
+import mmap, os, random
+m = mmap.mmap(os.open({f!r}, os.O_RDONLY), 0, prot=mmap.PROT_READ)
+m.madvise(mmap.MADV_RANDOM)
+for page in random.Random(3).sample(range(2048), 64):
+    m[page * 4096]
+""",
+}
+
+
+@pytest.mark.parametrize("workload", sorted(WORKLOADS))
+def test_readpage_bt_records_the_same_pages(data_dir, workload):
+    require_root()
+    f = os.path.join(data_dir, "both.bin")
+    write_file(f, 8 * MiB)
+    script = os.path.join(data_dir, "workload.py")
+    with open(script, "w") as fh:
+        fh.write(textwrap.dedent(WORKLOADS[workload]).format(f=f))
+    evict(f)
+    by_trace, _ = traced("--", sys.executable, script)
+    assert_trace_matches_cache(by_trace, f)
+    evict(f)
+    bt = subprocess.run(["bpftrace", READPAGE_BT, "-c", f"{sys.executable} {script}"],
+                        capture_output=True, timeout=120)
+    assert bt.returncode == 0, bt.stderr.decode(errors="replace")
+    resolved = subprocess.run([RESOLVE], input=bt.stdout, capture_output=True, timeout=120)
+    assert resolved.returncode == 0, resolved.stderr
+    by_bt = Trace(resolved.stdout.decode("utf-8", "surrogateescape"))
+    assert by_bt.header["pagetrace-format"] == "1"
+    assert by_bt.trailer["lost"] == "0"
+    assert by_bt.page_set(f) == by_trace.page_set(f)
+    assert len(by_bt.page_set(f)) > 0
