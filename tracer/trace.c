@@ -66,6 +66,8 @@ static struct options {
 };
 
 const char *argp_program_version = TOOL " " TRACE_VERSION;
+/* Bad options exit 2, as documented, not argp's default 64. */
+error_t argp_err_exit_status = 2;
 const char *argp_program_bug_address = "<https://github.com/pagetrace/pagetrace/issues>";
 static const char doc[] =
 "Record every file page that a command, and every process it starts, caused\n"
@@ -720,6 +722,7 @@ static struct trace_bpf *open_and_load(bool use_btf, int *err)
 	skel->rodata->want_cause = want_cause;
 	skel->rodata->page_shift = __builtin_ctzl((unsigned long)run.page_size);
 	bpf_map__set_max_entries(skel->maps.events, opts.ringbuf_bytes);
+	skel->rodata->wakeup_bytes = opts.ringbuf_bytes / 4;
 	*err = trace_bpf__load(skel);
 	if (*err)
 		goto fail;

@@ -1,0 +1,164 @@
+#!/usr/bin/env python3
+"""Tracer overhead: traced versus untraced wall time of the worst case.
+
+The workload (bench/fault-storm.c) takes COUNT single-page faults on a cold
+1 GiB file mapped with MADV_RANDOM: one read from storage per fault, as many
+events per second as the device gives. Untraced, `trace`, and `readpage.bt`
+runs alternate round by round in one session, so that drift on a noisy
+machine hits all three alike; the file is evicted before every run. The
+time compared is the workload's own (it prints it), not the tools' start-up.
+
+Prints a Markdown table; --json prints the numbers instead.
+Run as root:  sudo bench/bench_trace.py [--rounds 5] [--count 200000]
+"""
+import argparse
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+
+# stats.py is stdlib-only; load it by path so the bench needs no pandas.
+_spec = importlib.util.spec_from_file_location(
+    "pagetrace_stats", os.path.join(REPO, "analysis", "pagetrace", "stats.py"))
+stats = importlib.util.module_from_spec(_spec)
+_spec.loader.exec_module(stats)
+
+TRACE = os.path.join(REPO, "tracer", "trace")
+READPAGE_BT = os.path.join(REPO, "tracer", "readpage.bt")
+WORK_DIR = "/var/tmp/pagetrace-bench"
+GiB = 1 << 30
+
+
+def build_workload():
+    out = os.path.join(HERE, ".output")
+    os.makedirs(out, exist_ok=True)
+    binary = os.path.join(out, "fault-storm")
+    subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-o", binary,
+                    os.path.join(HERE, "fault-storm.c")], check=True)
+    return binary
+
+
+def make_file(size):
+    os.makedirs(WORK_DIR, exist_ok=True)
+    path = os.path.join(WORK_DIR, "fault-storm.bin")
+    if not os.path.exists(path) or os.path.getsize(path) != size:
+        with open(path, "wb") as f:
+            chunk = os.urandom(1 << 20)
+            for _ in range(size >> 20):
+                f.write(chunk)
+            os.fsync(f.fileno())
+    return path
+
+
+def evict(path):
+    fd = os.open(path, os.O_RDONLY)
+    os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+    os.close(fd)
+
+
+def workload_seconds(text):
+    m = re.search(r"^(\d+\.\d+) [01]$", text, re.M)
+    if not m:
+        raise RuntimeError("workload printed no time:\n" + text[-2000:])
+    return float(m.group(1))
+
+
+def run_untraced(cmd):
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
+    return workload_seconds(out), None, 0
+
+
+def run_trace(cmd):
+    with tempfile.NamedTemporaryFile(dir=WORK_DIR, suffix=".log") as log:
+        proc = subprocess.run([TRACE, "-q", "--allow-lost", "-o", log.name, "--", *cmd],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError("trace failed: " + proc.stderr)
+        trailer = open(log.name).read().rsplit("# end: ", 1)[1]
+    fields = dict(kv.split("=") for kv in trailer.split())
+    return workload_seconds(proc.stdout), int(fields["pages"]), int(fields["lost"])
+
+
+def run_readpage_bt(cmd):
+    proc = subprocess.run(["bpftrace", READPAGE_BT, "-c", " ".join(cmd)],
+                          capture_output=True, text=True, errors="replace")
+    if proc.returncode != 0:
+        raise RuntimeError("bpftrace failed: " + proc.stderr[-2000:])
+    records = sum(1 for line in proc.stdout.splitlines() if line.startswith("@@pt "))
+    lost = sum(int(n) for n in re.findall(r"Lost (\d+) events", proc.stdout + proc.stderr))
+    return workload_seconds(proc.stdout), records, lost
+
+
+MODES = [("untraced", run_untraced), ("trace", run_trace), ("readpage.bt", run_readpage_bt)]
+
+
+def measure(rounds, count, file_size):
+    binary = build_workload()
+    path = make_file(file_size)
+    cmd = [binary, path, str(count)]
+    results = {name: {"seconds": [], "events": [], "lost": 0} for name, _ in MODES}
+    for r in range(rounds):
+        # Rotate the order every round, so no mode always runs first.
+        order = MODES[r % len(MODES):] + MODES[:r % len(MODES)]
+        for name, runner in order:
+            evict(path)
+            seconds, events, lost = runner(cmd)
+            results[name]["seconds"].append(seconds)
+            if events is not None:
+                results[name]["events"].append(events)
+            results[name]["lost"] += lost
+            print(f"bench_trace: round {r + 1}/{rounds} {name}: {seconds:.3f} s", file=sys.stderr)
+    return results
+
+
+def summarize(results, count):
+    base = sum(results["untraced"]["seconds"]) / len(results["untraced"]["seconds"])
+    rows = []
+    for name, _ in MODES:
+        secs = results[name]["seconds"]
+        mean, lo, hi = stats.mean_ci(secs)
+        events = results[name]["events"]
+        rows.append({
+            "mode": name, "runs": len(secs), "mean_s": mean,
+            "ci95_s": (hi - mean) if len(secs) > 1 else None,
+            "ratio_vs_untraced": mean / base,
+            "events_per_s": (sum(events) / len(events)) / mean if events else None,
+            "records_per_run": (sum(events) / len(events)) if events else None,
+            "lost": results[name]["lost"], "faults_per_run": count,
+        })
+    return rows
+
+
+def markdown(rows):
+    lines = ["| mode | runs | workload time (s) | × untraced | records/run | events/s | lost |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for r in rows:
+        ci = f" ± {r['ci95_s']:.3f}" if r["ci95_s"] is not None else ""
+        rec = f"{r['records_per_run']:.0f}" if r["records_per_run"] is not None else "–"
+        eps = f"{r['events_per_s']:.0f}" if r["events_per_s"] is not None else "–"
+        lines.append(f"| {r['mode']} | {r['runs']} | {r['mean_s']:.3f}{ci} | "
+                     f"{r['ratio_vs_untraced']:.3f} | {rec} | {eps} | {r['lost']} |")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--count", type=int, default=200000, help="faults per run")
+    parser.add_argument("--file-size-mib", type=int, default=1024)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    if os.geteuid() != 0:
+        sys.exit("bench_trace: needs root (BPF, page cache eviction)")
+    rows = summarize(measure(args.rounds, args.count, args.file_size_mib << 20), args.count)
+    print(json.dumps(rows, indent=1) if args.json else markdown(rows))
+
+
+if __name__ == "__main__":
+    main()
