@@ -445,3 +445,27 @@ def test_readpage_bt_records_the_same_pages(data_dir, workload):
     assert by_bt.trailer["lost"] == "0"
     assert by_bt.page_set(f) == by_trace.page_set(f)
     assert len(by_bt.page_set(f)) > 0
+
+
+def test_cause_column(data_dir):
+    seq = os.path.join(data_dir, "seq-cause.bin")
+    willneed = os.path.join(data_dir, "willneed.bin")
+    write_file(seq, 8 * MiB)
+    write_file(willneed, 1 * MiB)
+    evict(seq, willneed)
+    trace, _ = traced("-x", *python_cmd(f"""
+        import os
+        with open({seq!r}, 'rb', buffering=0) as f:
+            while f.read(65536):
+                pass
+        fd = os.open({willneed!r}, os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+        """))
+    seq_causes = [r[3][3] for r in trace.records if r[1] == seq]
+    # The first window is synchronous; the rest is read ahead asynchronously
+    # as the reader hits each PG_readahead marker.
+    assert seq_causes[0] == "sync_ra"
+    assert "async_ra" in seq_causes
+    assert set(seq_causes) <= {"sync_ra", "async_ra"}
+    assert {r[3][3] for r in trace.records if r[1] == willneed} == {"forced_ra"}
+    assert trace.page_set(willneed) == set(range(256))
