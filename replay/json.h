@@ -1,0 +1,14 @@
+/* JSON string output shared by replay and tracefile-dump. */
+#ifndef PAGETRACE_JSON_H
+#define PAGETRACE_JSON_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* Writes BYTES as a JSON string. Valid UTF-8 passes through; a byte that
+ * is not part of valid UTF-8 becomes \udcXX, Python's surrogateescape, so
+ * that json.loads() gives the str the Python reader makes of the same
+ * bytes. */
+void json_string(FILE *out, const char *bytes, size_t len);
+
+#endif

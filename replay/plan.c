@@ -1,0 +1,452 @@
+/* From a trace to the list of requests replay issues: loading the pages,
+ * grouping, ordering (original, physical, file) and merging again. */
+#include "replay.h"
+#include "tracefile.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *special_path_reason(const char *path, size_t len)
+{
+	if (len >= 10 && memcmp(path, "//deleted/", 10) == 0)
+		return "special path: the file was deleted before it was read";
+	if (len >= 10 && memcmp(path, "//unknown/", 10) == 0)
+		return "special path: the file's name is unknown";
+	if (len >= 6 && memcmp(path, "//dev/", 6) == 0)
+		return "special path: the filesystem was not mounted";
+	return "special path";
+}
+
+static int append_page(struct replay *r, size_t file,
+		       const struct tracefile_record *rec)
+{
+	if (r->n_pages == r->pages_cap) {
+		size_t cap = r->pages_cap ? r->pages_cap * 2 : 1024;
+		struct page *grown = realloc(r->pages, cap * sizeof(*grown));
+
+		if (!grown)
+			return -1;
+		r->pages = grown;
+		r->pages_cap = cap;
+	}
+	r->pages[r->n_pages].file = file;
+	r->pages[r->n_pages].offset = rec->offset;
+	r->pages[r->n_pages].timestamp_us = rec->timestamp_us;
+	r->n_pages++;
+	return 0;
+}
+
+static void line_message(struct replay *r, const struct tracefile *tf,
+			 enum skip_reason reason, const char *why)
+{
+	char where[4096];
+
+	snprintf(where, sizeof(where), "%s:%zu", tf->name, tf->line_no);
+	skip_message(r, reason, 1, where, strlen(where), "%s", why);
+}
+
+/* Checks a well-formed record against what replay can do with it. Special
+ * paths are interned like files (so each is reported once) but marked
+ * skipped. Returns -1 when out of memory. */
+static int add_record(struct replay *r, const struct tracefile *tf,
+		      const struct tracefile_record *rec)
+{
+	long file;
+
+	if (memchr(rec->path, '\0', rec->path_len)) {
+		line_message(r, tf, SKIP_MALFORMED, "path contains a NUL byte");
+		return 0;
+	}
+	if (rec->path_len == 0 || rec->path[0] != '/') {
+		line_message(r, tf, SKIP_MALFORMED, "path is not absolute");
+		return 0;
+	}
+	/* off_t is signed: leave room for the page itself. */
+	if (rec->offset > (uint64_t)INT64_MAX - tf->page_size) {
+		line_message(r, tf, SKIP_BAD_OFFSET, "offset is too large");
+		return 0;
+	}
+	file = intern_file(r, rec->path, rec->path_len);
+	if (file < 0)
+		return -1;
+	if ((size_t)file == r->n_files - 1 && rec->path_len >= 2 &&
+	    rec->path[0] == '/' && rec->path[1] == '/' &&
+	    r->files[file].state == FILE_PENDING) {
+		r->files[file].state = FILE_SKIPPED;
+		r->files[file].skip = SKIP_SPECIAL_PATH;
+		skip_message(r, SKIP_SPECIAL_PATH, 0, rec->path, rec->path_len,
+			     "%s", special_path_reason(rec->path,
+						       rec->path_len));
+	}
+	return append_page(r, (size_t)file, rec);
+}
+
+static int read_records(struct replay *r, struct tracefile *tf)
+{
+	const struct tracefile_record *rec;
+	enum tracefile_status status;
+
+	while (!r->fatal && (status = tracefile_next(tf, &rec)) !=
+	       TRACEFILE_EOF) {
+		if (status == TRACEFILE_ERROR) {
+			fprintf(stderr, "replay: %s: %s\n", tf->name, tf->error);
+			return -1;
+		}
+		r->n_records++;
+		if (status == TRACEFILE_MALFORMED) {
+			line_message(r, tf, tracefile_defect_is_offset(tf->defect) ?
+				     SKIP_BAD_OFFSET : SKIP_MALFORMED, tf->error);
+			continue;
+		}
+		if (add_record(r, tf, rec) < 0) {
+			fprintf(stderr, "replay: %s\n", strerror(ENOMEM));
+			return -1;
+		}
+	}
+	r->page_size = tf->page_size;
+	if (tf->trailer.present && tf->trailer.lost > 0)
+		fprintf(stderr, "replay: %s: warning: the trace is incomplete, "
+			"the tracer lost %llu events\n", tf->name,
+			(unsigned long long)tf->trailer.lost);
+	return r->fatal ? -1 : 0;
+}
+
+int load_trace(struct replay *r)
+{
+	const char *name = r->opt.trace;
+	int from_stdin = strcmp(name, "-") == 0;
+	FILE *in = from_stdin ? stdin : fopen(name, "re");
+	struct tracefile tf;
+	int ret = -1;
+
+	if (!in) {
+		fprintf(stderr, "replay: %s: %s\n", name, strerror(errno));
+		return -1;
+	}
+	if (tracefile_init(&tf, in, from_stdin ? "<stdin>" : name) < 0) {
+		fprintf(stderr, "replay: %s\n", strerror(errno));
+		goto cleanup;
+	}
+	ret = read_records(r, &tf);
+	tracefile_close(&tf);
+cleanup:
+	if (!from_stdin)
+		fclose(in);
+	return ret;
+}
+
+static struct request *push_request(struct request **reqs, size_t *n,
+				    size_t *cap)
+{
+	if (*n == *cap) {
+		size_t new_cap = *cap ? *cap * 2 : 256;
+		struct request *grown = realloc(*reqs,
+						new_cap * sizeof(*grown));
+
+		if (!grown)
+			return NULL;
+		*reqs = grown;
+		*cap = new_cap;
+	}
+	memset(&(*reqs)[*n], 0, sizeof(**reqs));
+	return &(*reqs)[(*n)++];
+}
+
+/* Whether a page is replayable; counts and reports it when not. */
+static int page_is_usable(struct replay *r, const struct page *p)
+{
+	struct replay_file *f = &r->files[p->file];
+
+	if (f->state != FILE_OPEN) {
+		r->skipped[f->skip]++;
+		return 0;
+	}
+	if (p->offset < f->size)
+		return 1;
+	if (f->short_reported) {
+		r->skipped[SKIP_SHORT_FILE]++;
+		return 0;
+	}
+	f->short_reported = 1;
+	skip_message(r, SKIP_SHORT_FILE, 1, f->path, f->path_len,
+		     "file is %llu bytes, shorter than traced offset %llu",
+		     (unsigned long long)f->size,
+		     (unsigned long long)p->offset);
+	return 0;
+}
+
+/* Consecutive pages of one file, adjacent in the file too, make one
+ * request (up to --max-request); the last one is clamped to the file. */
+static int group_pages(struct replay *r)
+{
+	size_t i, cap = 0;
+	struct request *cur = NULL;
+
+	for (i = 0; i < r->n_pages && !r->fatal; i++) {
+		const struct page *p = &r->pages[i];
+
+		if (!page_is_usable(r, p))
+			continue;
+		if (cur && r->opt.grouped && cur->file == p->file &&
+		    cur->offset + cur->length == p->offset &&
+		    cur->length + r->page_size <= r->opt.max_request) {
+			cur->length += r->page_size;
+			continue;
+		}
+		cur = push_request(&r->requests, &r->n_requests, &cap);
+		if (!cur)
+			return -1;
+		cur->file = p->file;
+		cur->offset = p->offset;
+		cur->length = r->page_size;
+		cur->timestamp_us = p->timestamp_us;
+	}
+	for (i = 0; i < r->n_requests; i++) {
+		struct request *q = &r->requests[i];
+		uint64_t size = r->files[q->file].size;
+
+		if (q->offset + q->length > size)
+			q->length = size - q->offset;
+	}
+	return 0;
+}
+
+static void locate(const struct replay *r, struct request *q)
+{
+	const struct replay_file *f = &r->files[q->file];
+	uint64_t last = physical_of(f, q->offset + q->length - 1);
+
+	q->physical = physical_of(f, q->offset);
+	if (last != PHYSICAL_UNKNOWN)
+		q->physical_end = last + 1;
+	else if (q->physical != PHYSICAL_UNKNOWN)
+		q->physical_end = q->physical + q->length;
+	else
+		q->physical_end = PHYSICAL_UNKNOWN;
+}
+
+/* For --sorted: cuts requests where they cross from one extent (or hole)
+ * to the next, so each piece has one physical position. */
+static int split_at_extents(struct replay *r)
+{
+	struct request *pieces = NULL;
+	size_t n = 0, cap = 0, i;
+
+	for (i = 0; i < r->n_requests; i++) {
+		const struct request *q = &r->requests[i];
+		const struct replay_file *f = &r->files[q->file];
+		uint64_t off = q->offset, end = q->offset + q->length;
+
+		while (off < end) {
+			uint64_t piece_end = extent_end(f, off);
+			struct request *piece = push_request(&pieces, &n, &cap);
+
+			if (!piece) {
+				free(pieces);
+				return -1;
+			}
+			*piece = *q;
+			piece->offset = off;
+			piece->length = (piece_end < end ? piece_end : end) - off;
+			off += piece->length;
+		}
+	}
+	free(r->requests);
+	r->requests = pieces;
+	r->n_requests = n;
+	return 0;
+}
+
+static int compare_u64(uint64_t a, uint64_t b)
+{
+	return a < b ? -1 : a > b;
+}
+
+static int compare_by_file(const struct request *a, const struct request *b,
+			   const struct replay *r)
+{
+	const struct replay_file *fa = &r->files[a->file];
+	const struct replay_file *fb = &r->files[b->file];
+	size_t len = fa->path_len < fb->path_len ? fa->path_len : fb->path_len;
+	int c;
+
+	if (a->file != b->file) {
+		c = memcmp(fa->path, fb->path, len);
+		if (c)
+			return c;
+		return compare_u64(fa->path_len, fb->path_len);
+	}
+	return compare_u64(a->offset, b->offset);
+}
+
+/* qsort is not stable: ties keep trace order through timestamp_us, which
+ * group_pages set from the trace, and then through the file offset. */
+static int compare_file_order(const void *pa, const void *pb, void *arg)
+{
+	const struct request *a = pa, *b = pb;
+	int c = compare_by_file(a, b, arg);
+
+	return c ? c : compare_u64(a->timestamp_us, b->timestamp_us);
+}
+
+/* Per device (in order of first appearance), located pieces by physical
+ * position, then pieces with no position (FIEMAP failed, holes) by file. */
+static int compare_disk_order(const void *pa, const void *pb, void *arg)
+{
+	const struct request *a = pa, *b = pb;
+	const struct replay *r = arg;
+	int c = compare_u64(r->files[a->file].device_rank,
+			    r->files[b->file].device_rank);
+	int a_unknown = a->physical == PHYSICAL_UNKNOWN;
+	int b_unknown = b->physical == PHYSICAL_UNKNOWN;
+
+	if (c)
+		return c;
+	if (a_unknown != b_unknown)
+		return a_unknown - b_unknown;
+	if (!a_unknown && a->physical != b->physical)
+		return compare_u64(a->physical, b->physical);
+	return compare_file_order(pa, pb, arg);
+}
+
+static int continues_on_disk(const struct request *prev,
+			     const struct request *next, int by_physical)
+{
+	if (!by_physical)
+		return 1;
+	if (prev->physical == PHYSICAL_UNKNOWN ||
+	    next->physical == PHYSICAL_UNKNOWN)
+		return prev->physical == next->physical;
+	return prev->physical + (next->offset - prev->offset) == next->physical;
+}
+
+/* After sorting: pieces of one file that now follow each other, in the file
+ * and (for --sorted) on disk, become one request again, up to
+ * --max-request. Ranges read twice in the trace are read once. */
+static void merge_adjacent(struct replay *r, int by_physical)
+{
+	size_t i, out = 0;
+
+	for (i = 0; i < r->n_requests; i++) {
+		struct request next = r->requests[i];
+		struct request *prev = out ? &r->requests[out - 1] : NULL;
+		uint64_t prev_end = prev ? prev->offset + prev->length : 0;
+
+		if (prev && prev->file == next.file &&
+		    next.offset <= prev_end &&
+		    continues_on_disk(prev, &next, by_physical)) {
+			uint64_t overlap = prev_end - next.offset;
+
+			if (next.length <= overlap)
+				continue;
+			next.offset += overlap;
+			next.length -= overlap;
+			if (next.physical != PHYSICAL_UNKNOWN)
+				next.physical += overlap;
+			if (r->opt.grouped &&
+			    prev->length + next.length <= r->opt.max_request) {
+				prev->length += next.length;
+				continue;
+			}
+		}
+		r->requests[out++] = next;
+	}
+	r->n_requests = out;
+}
+
+static void locate_all(struct replay *r)
+{
+	size_t i;
+
+	for (i = 0; i < r->n_requests; i++)
+		locate(r, &r->requests[i]);
+}
+
+int build_plan(struct replay *r)
+{
+	if (group_pages(r) < 0)
+		return -1;
+	if (r->opt.order == ORDER_SORTED && r->opt.grouped &&
+	    split_at_extents(r) < 0)
+		return -1;
+	locate_all(r);
+	if (r->opt.order == ORDER_SORTED)
+		qsort_r(r->requests, r->n_requests, sizeof(*r->requests),
+			compare_disk_order, r);
+	else if (r->opt.order == ORDER_FILE)
+		qsort_r(r->requests, r->n_requests, sizeof(*r->requests),
+			compare_file_order, r);
+	if (r->opt.order != ORDER_ORIGINAL && r->opt.grouped) {
+		merge_adjacent(r, r->opt.order == ORDER_SORTED);
+		locate_all(r);
+	}
+	return 0;
+}
+
+struct head {
+	int used;
+	size_t file;
+	uint64_t end;
+};
+
+static int any_located(const struct replay *r)
+{
+	size_t i;
+
+	for (i = 0; i < r->n_requests; i++)
+		if (r->requests[i].done &&
+		    r->requests[i].physical != PHYSICAL_UNKNOWN)
+			return 1;
+	return 0;
+}
+
+static void count_jump(struct replay *r, struct head *h, size_t file,
+		       uint64_t start, uint64_t end, int comparable)
+{
+	if (h->used && (!comparable || start != h->end))
+		r->stats.seeks++;
+	if (h->used && comparable)
+		r->stats.seek_distance += start > h->end ? start - h->end :
+							   h->end - start;
+	h->used = 1;
+	h->file = file;
+	h->end = end;
+}
+
+/* A seek is a request that does not start where the previous one ended
+ * (docs/data-formats.md, and the same rule as analysis/pagetrace/metrics.py).
+ * In physical space, "previous" is the previous located request on the
+ * same device (each device has its own head) and unlocated requests are
+ * left out; the end of a request that spans extents is where its last byte
+ * is. When nothing is located, file-offset space: a jump to another file
+ * is a seek of unknown distance, which adds nothing to the total. */
+void count_seeks(struct replay *r)
+{
+	int physical = any_located(r);
+	struct head *heads = calloc(r->n_files ? r->n_files : 1,
+				    sizeof(*heads));
+	size_t i;
+
+	if (!heads)
+		return;
+	for (i = 0; i < r->n_requests; i++) {
+		const struct request *q = &r->requests[i];
+		struct head *h;
+
+		if (!q->done)
+			continue;
+		if (!physical) {
+			count_jump(r, heads, q->file, q->offset,
+				   q->offset + q->length,
+				   heads->file == q->file);
+			continue;
+		}
+		if (q->physical == PHYSICAL_UNKNOWN)
+			continue;
+		h = &heads[r->files[q->file].device_rank];
+		count_jump(r, h, q->file, q->physical, q->physical_end, 1);
+	}
+	free(heads);
+}

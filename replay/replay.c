@@ -1,0 +1,117 @@
+/* replay: re-issues the page reads of a pagetrace trace, in the original
+ * or the on-disk order, with O_DIRECT (measured) or into the page cache
+ * (--prefetch). Never opens anything for writing. See replay.1. */
+#include "replay.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+
+#include "tracefile.h"
+
+/* One line per bad input, `replay: PATH: reason`; COUNT pages are added
+ * to the REASON tally. Under --strict the first one stops the replay. */
+void skip_message(struct replay *r, enum skip_reason reason, uint64_t count,
+		  const char *path, size_t path_len, const char *fmt, ...)
+{
+	va_list ap;
+
+	r->skipped[reason] += count;
+	fputs("replay: ", stderr);
+	tracefile_write_escaped(stderr, path, path_len, NULL);
+	fputs(": ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	if (r->opt.strict && !r->fatal) {
+		fputs("replay: stopping (--strict)\n", stderr);
+		__atomic_store_n(&r->fatal, 1, __ATOMIC_RELAXED);
+	}
+}
+
+/* The whole job failed when there were records and none could be used. */
+static int job_failed(const struct replay *r)
+{
+	if (r->fatal)
+		return 1;
+	if (r->n_records == 0)
+		return 0;
+	if (r->opt.plan)
+		return r->n_requests == 0;
+	return r->stats.requests == 0 && r->stats.already_resident == 0;
+}
+
+/* Returns 0, -1 when the replay failed, -2 on a usage error that needed
+ * the trace to be seen. */
+static int replay_trace(struct replay *r)
+{
+	if (load_trace(r) < 0)
+		return -1;
+	if (r->opt.grouped && r->opt.max_request < r->page_size) {
+		fprintf(stderr, "replay: --max-request %llu is smaller than the "
+			"trace's page size %llu\n",
+			(unsigned long long)r->opt.max_request,
+			(unsigned long long)r->page_size);
+		return -2;
+	}
+	open_files(r);
+	if (r->fatal)
+		return -1;
+	if (build_plan(r) < 0) {
+		fputs("replay: out of memory\n", stderr);
+		return -1;
+	}
+	if (r->fatal)
+		return -1;
+	if (r->opt.plan) {
+		print_plan(r);
+		return 0;
+	}
+	if (r->opt.evict)
+		evict_files(r);
+	if (r->fatal || run_requests(r) < 0)
+		return -1;
+	count_seeks(r);
+	print_summary(r);
+	if (r->fatal)
+		return -1;
+	if (r->opt.json)
+		print_json(r);
+	return 0;
+}
+
+/* Every file of the trace stays open from planning to the end, and a
+ * startup trace can name more files than the usual soft limit of 1024. */
+static void raise_open_file_limit(void)
+{
+	struct rlimit limit;
+
+	if (getrlimit(RLIMIT_NOFILE, &limit) == 0 &&
+	    limit.rlim_cur < limit.rlim_max) {
+		limit.rlim_cur = limit.rlim_max;
+		setrlimit(RLIMIT_NOFILE, &limit);
+	}
+}
+
+int main(int argc, char **argv)
+{
+	struct replay r;
+	int parsed, status, failed;
+
+	memset(&r, 0, sizeof(r));
+	parsed = parse_options(argc, argv, &r.opt);
+	if (parsed != 0)
+		return parsed > 0 ? 0 : 2;
+	raise_open_file_limit();
+	status = replay_trace(&r);
+	failed = status < 0 || job_failed(&r);
+	if (failed && status != -2 && !r.fatal && r.n_records > 0)
+		fputs("replay: nothing could be replayed\n", stderr);
+	close_files(&r);
+	free(r.pages);
+	free(r.requests);
+	return status == -2 ? 2 : failed ? 1 : 0;
+}

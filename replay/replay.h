@@ -1,0 +1,147 @@
+/* Shared types of replay: the trace's files and pages, the request plan,
+ * options and counters. See replay.1 and docs/replay.md. */
+#ifndef PAGETRACE_REPLAY_H
+#define PAGETRACE_REPLAY_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+/* Chosen by measurement, see docs/replay.md: on the test VM O_DIRECT
+ * throughput stops growing at about this request size. */
+#define DEFAULT_MAX_REQUEST (1024 * 1024)
+#define MAX_QUEUE_DEPTH 256
+#define PHYSICAL_UNKNOWN UINT64_MAX
+
+enum replay_order { ORDER_ORIGINAL, ORDER_SORTED, ORDER_FILE };
+enum replay_mode { MODE_DIRECT, MODE_BUFFERED, MODE_PREFETCH };
+
+/* The `skipped` keys of the --json contract, in its order. */
+enum skip_reason {
+	SKIP_MISSING,
+	SKIP_NOT_REGULAR,
+	SKIP_SHORT_FILE,
+	SKIP_MALFORMED,
+	SKIP_BAD_OFFSET,
+	SKIP_SPECIAL_PATH,
+	SKIP_ODIRECT_REFUSED,
+	SKIP_IO_ERROR,
+	SKIP_COUNT
+};
+
+struct options {
+	const char *trace;        /* "-" for stdin */
+	enum replay_order order;
+	enum replay_mode mode;
+	int grouped;
+	uint64_t max_request;
+	int max_request_given;
+	int queue_depth;
+	int timing;
+	int evict;
+	int strict;
+	int json;
+	int plan;
+};
+
+struct extent {
+	uint64_t logical, physical, length;
+};
+
+enum file_state { FILE_PENDING, FILE_OPEN, FILE_SKIPPED };
+
+struct replay_file {
+	char *path;
+	size_t path_len;
+	enum file_state state;
+	enum skip_reason skip;     /* why, when state == FILE_SKIPPED */
+	int fd;
+	dev_t dev;
+	uint64_t size;
+	uint64_t align;            /* O_DIRECT offset/length alignment */
+	struct extent *extents;    /* sorted by logical offset */
+	size_t n_extents;
+	int fiemap_failed;
+	int short_reported;
+	size_t device_rank;        /* order of first appearance of dev */
+	int used;                  /* at least one request completed */
+};
+
+/* One traced page, in trace order. */
+struct page {
+	size_t file;
+	uint64_t offset;
+	uint64_t timestamp_us;
+};
+
+struct request {
+	size_t file;
+	uint64_t offset, length;   /* file range, clamped to the file size */
+	uint64_t physical;         /* of offset, or PHYSICAL_UNKNOWN */
+	uint64_t physical_end;     /* one past the last byte's, or unknown */
+	uint64_t timestamp_us;     /* of the first page, for --timing */
+	uint64_t bytes_done;       /* traced bytes read (or prefetched) */
+	int done;                  /* completed successfully */
+	int resident;              /* --prefetch: already cached, skipped */
+};
+
+struct replay_stats {
+	uint64_t requests, bytes, pages, files;
+	uint64_t seeks, seek_distance;
+	uint64_t already_resident;
+	uint64_t late_requests, worst_lateness_us;  /* --timing */
+	double elapsed_s;
+};
+
+struct replay {
+	struct options opt;
+	uint64_t page_size;
+	struct replay_file *files;
+	size_t n_files, files_cap;
+	size_t *file_index;        /* open-addressing hash: file + 1, 0 free */
+	size_t index_cap;
+	struct page *pages;
+	size_t n_pages, pages_cap;
+	size_t n_records;          /* well-formed or not, for the exit status */
+	struct request *requests;
+	size_t n_requests;
+	uint64_t skipped[SKIP_COUNT];
+	struct replay_stats stats;
+	int fatal;                 /* --strict tripped, or a fatal error */
+};
+
+/* replay.c */
+void skip_message(struct replay *r, enum skip_reason reason, uint64_t count,
+		  const char *path, size_t path_len, const char *fmt, ...)
+	__attribute__((format(printf, 6, 7)));
+
+/* options.c */
+int parse_options(int argc, char **argv, struct options *opt);
+
+/* files.c */
+long intern_file(struct replay *r, const char *path, size_t path_len);
+void open_files(struct replay *r);
+void evict_files(struct replay *r);
+void close_files(struct replay *r);
+
+/* physical.c */
+void map_file_extents(struct replay *r, struct replay_file *file);
+uint64_t dio_alignment(int fd, const struct replay_file *file);
+uint64_t physical_of(const struct replay_file *file, uint64_t offset);
+uint64_t extent_end(const struct replay_file *file, uint64_t offset);
+
+/* plan.c */
+int load_trace(struct replay *r);
+int build_plan(struct replay *r);
+void count_seeks(struct replay *r);
+
+/* io.c */
+int run_requests(struct replay *r);
+
+/* report.c */
+void print_plan(const struct replay *r);
+void print_json(const struct replay *r);
+void print_summary(const struct replay *r);
+void print_escaped_path(const struct replay_file *file);
+
+#endif

@@ -1,0 +1,155 @@
+/* What replay prints: the summary on stderr, --json and --plan on stdout
+ * (contracts in docs/data-formats.md). */
+#include "replay.h"
+#include "json.h"
+#include "tracefile.h"
+
+#include <stdio.h>
+#include <string.h>
+#include <sys/sysmacros.h>
+
+static const char *const skip_names[SKIP_COUNT] = {
+	[SKIP_MISSING] = "missing",
+	[SKIP_NOT_REGULAR] = "not_regular",
+	[SKIP_SHORT_FILE] = "short_file",
+	[SKIP_MALFORMED] = "malformed",
+	[SKIP_BAD_OFFSET] = "bad_offset",
+	[SKIP_SPECIAL_PATH] = "special_path",
+	[SKIP_ODIRECT_REFUSED] = "odirect_refused",
+	[SKIP_IO_ERROR] = "io_error",
+};
+
+static const char *order_name(enum replay_order order)
+{
+	return order == ORDER_SORTED ? "sorted" :
+	       order == ORDER_FILE ? "file" : "original";
+}
+
+static const char *mode_name(enum replay_mode mode)
+{
+	return mode == MODE_BUFFERED ? "buffered" :
+	       mode == MODE_PREFETCH ? "prefetch" : "direct";
+}
+
+static double mib_per_s(const struct replay_stats *s)
+{
+	return s->elapsed_s > 0 ?
+	       (double)s->bytes / (1024.0 * 1024.0) / s->elapsed_s : 0.0;
+}
+
+static double mean_request_bytes(const struct replay_stats *s)
+{
+	return s->requests ? (double)s->bytes / (double)s->requests : 0.0;
+}
+
+/* Largest request the plan allowed: one page when not grouping. */
+static uint64_t max_request_bytes(const struct replay *r)
+{
+	return r->opt.grouped ? r->opt.max_request : r->page_size;
+}
+
+/* Paths in messages and CSV are escaped as in the trace, so that one line
+ * stays one line whatever the name. */
+void print_escaped_path(const struct replay_file *file)
+{
+	tracefile_write_escaped(stderr, file->path, file->path_len, NULL);
+}
+
+void print_plan(const struct replay *r)
+{
+	size_t i;
+
+	puts("order,path,offset,length,dev,physical_offset");
+	for (i = 0; i < r->n_requests; i++) {
+		const struct request *q = &r->requests[i];
+		const struct replay_file *f = &r->files[q->file];
+
+		printf("%zu,", i);
+		/* A comma in a name would split the row: \054 too. */
+		tracefile_write_escaped(stdout, f->path, f->path_len, ",");
+		printf(",%llu,%llu,%u:%u,", (unsigned long long)q->offset,
+		       (unsigned long long)q->length, major(f->dev),
+		       minor(f->dev));
+		if (q->physical != PHYSICAL_UNKNOWN)
+			printf("%llu", (unsigned long long)q->physical);
+		putchar('\n');
+	}
+}
+
+static void print_json_skipped(const struct replay *r)
+{
+	int i;
+
+	fputs("\"skipped\": {", stdout);
+	for (i = 0; i < SKIP_COUNT; i++)
+		printf("%s\"%s\": %llu", i ? ", " : "", skip_names[i],
+		       (unsigned long long)r->skipped[i]);
+	fputs("}", stdout);
+}
+
+void print_json(const struct replay *r)
+{
+	const struct replay_stats *s = &r->stats;
+
+	fputs("{\"tool\": \"replay\", \"format\": 1, \"trace\": ", stdout);
+	json_string(stdout, r->opt.trace, strlen(r->opt.trace));
+	printf(", \"order\": \"%s\", \"mode\": \"%s\", \"grouped\": %s, "
+	       "\"max_request_bytes\": %llu, \"queue_depth\": %d, ",
+	       order_name(r->opt.order), mode_name(r->opt.mode),
+	       r->opt.grouped ? "true" : "false",
+	       (unsigned long long)max_request_bytes(r), r->opt.queue_depth);
+	printf("\"requests\": %llu, \"pages\": %llu, \"bytes\": %llu, "
+	       "\"files\": %llu, \"elapsed_s\": %.6f, \"mib_per_s\": %.3f, "
+	       "\"mean_request_bytes\": %.1f, \"seeks\": %llu, "
+	       "\"seek_distance_bytes\": %llu, ",
+	       (unsigned long long)s->requests, (unsigned long long)s->pages,
+	       (unsigned long long)s->bytes, (unsigned long long)s->files,
+	       s->elapsed_s, mib_per_s(s), mean_request_bytes(s),
+	       (unsigned long long)s->seeks,
+	       (unsigned long long)s->seek_distance);
+	print_json_skipped(r);
+	fputs("}\n", stdout);
+}
+
+static void print_skipped_summary(const struct replay *r)
+{
+	int i, any = 0;
+
+	fputs("replay: skipped pages:", stderr);
+	for (i = 0; i < SKIP_COUNT; i++) {
+		if (!r->skipped[i])
+			continue;
+		fprintf(stderr, "%s %llu %s", any ? "," : "",
+			(unsigned long long)r->skipped[i], skip_names[i]);
+		any = 1;
+	}
+	fputs(any ? "\n" : " none\n", stderr);
+}
+
+void print_summary(const struct replay *r)
+{
+	const struct replay_stats *s = &r->stats;
+
+	fprintf(stderr, "replay: %s order, %s, %s up to %llu bytes, "
+		"queue depth %d\n", order_name(r->opt.order),
+		mode_name(r->opt.mode), r->opt.grouped ? "grouped" : "ungrouped",
+		(unsigned long long)max_request_bytes(r), r->opt.queue_depth);
+	fprintf(stderr, "replay: %llu requests, %llu bytes (%.1f MiB) from %llu "
+		"files in %.3f s: %.1f MiB/s\n",
+		(unsigned long long)s->requests, (unsigned long long)s->bytes,
+		(double)s->bytes / (1024.0 * 1024.0),
+		(unsigned long long)s->files, s->elapsed_s, mib_per_s(s));
+	fprintf(stderr, "replay: mean request %.0f bytes, %llu seeks, seek "
+		"distance %llu bytes\n", mean_request_bytes(s),
+		(unsigned long long)s->seeks,
+		(unsigned long long)s->seek_distance);
+	if (r->opt.mode == MODE_PREFETCH)
+		fprintf(stderr, "replay: %llu requests already cached, not "
+			"prefetched\n", (unsigned long long)s->already_resident);
+	if (r->opt.timing && s->late_requests)
+		fprintf(stderr, "replay: --timing: %llu requests started late, "
+			"worst by %.1f ms\n",
+			(unsigned long long)s->late_requests,
+			(double)s->worst_lateness_us / 1000.0);
+	print_skipped_summary(r);
+}
