@@ -374,7 +374,6 @@ def test_queue_depth_reads_the_same(fs, tmp_path):
         assert four[key] == one[key]
 
 
-@pytest.mark.skipif(not loopimg.have_tools("strace"), reason="needs strace")
 def test_queue_depth_reads_from_several_threads(fs, tmp_path):
     (tmp_path / "t.log").write_text(trace_text(
         [(fs.plain, off) for off in range(0, 1 << 20, 2 * PAGE)]))
@@ -639,7 +638,6 @@ def test_replay_changes_nothing(fs, tmp_path):
     assert {p: loopimg.file_state(p) for p in fs.regular} == before
 
 
-@pytest.mark.skipif(not loopimg.have_tools("strace"), reason="needs strace")
 @pytest.mark.parametrize("args", MODES, ids=lambda a: " ".join(a) or "direct")
 def test_replay_opens_nothing_for_writing(fs, tmp_path, args):
     text = trace_text(all_pages(*fs.regular) + [(fs.fifo, 0)])
@@ -660,7 +658,6 @@ def test_replay_opens_nothing_for_writing(fs, tmp_path, args):
 
 # --- fuzzing -------------------------------------------------------------
 
-@pytest.mark.skipif(not loopimg.have_tools("clang"), reason="needs clang")
 def test_fuzz_check():
     result = subprocess.run(["make", "-s", "-C", str(TOP / "replay"),
                              "fuzz-check", "FUZZ_SECONDS=5"],
