@@ -23,11 +23,17 @@ test: all
 bench: all
 	$(PYTHON) -m pytest -ra -s benchmarks
 
+# The Python scripts are standard library only; startup-bench finds the
+# statistics module in share/pagetrace/.
+SCRIPTS := scripts/pagecache scripts/startup-bench scripts/resolve-inodes
+MAN1 := scripts/pagecache.1 scripts/startup-bench.1
+
 install: all
 	for d in $(SUBDIRS); do $(MAKE) -C $$d install PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) || exit 1; done
-	install -d $(DESTDIR)$(PREFIX)/bin
-	for s in scripts/pagecache scripts/startup-bench scripts/resolve-inodes; do \
-		[ ! -f $$s ] || install -m 0755 $$s $(DESTDIR)$(PREFIX)/bin/; done
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/pagetrace
+	install -m 0755 $(SCRIPTS) $(DESTDIR)$(PREFIX)/bin/
+	install -m 0644 $(MAN1) $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -m 0644 analysis/pagetrace/stats.py $(DESTDIR)$(PREFIX)/share/pagetrace/
 
 clean:
 	for d in $(SUBDIRS); do $(MAKE) -C $$d clean; done
