@@ -21,7 +21,7 @@ test: all
 	$(PYTHON) -m pytest -ra tests
 
 bench: all
-	$(PYTHON) -m pytest -ra -s benchmarks
+	$(PYTHON) bench/run
 
 # The Python scripts are standard library only; startup-bench finds the
 # statistics module in share/pagetrace/.

@@ -1,0 +1,75 @@
+"""README command 1, end to end: scripts/demo on the built-in sample.
+
+The demo traces a cold start of samples/startup-app, replays it, times it
+in five cache states and writes the report. The workload's accesses are
+fixed, so the report's numbers can be checked against the trace and the
+workload's own list of pages.
+"""
+import csv
+import json
+import os
+import re
+import subprocess
+
+from conftest import REPO, require_root
+
+APP = os.path.join(REPO, "samples", ".output", "startup-app")
+
+
+def trace_pages(lines):
+    """(path, offset) of every record, and the trailer, of a trace's lines."""
+    pages = set()
+    trailer = None
+    for line in lines:
+        if line.startswith("# end: "):
+            trailer = dict(kv.split("=") for kv in line[7:].split())
+        elif not line.startswith("#") and line.strip():
+            _, name, offset = line.split()[:3]
+            pages.add((name, int(offset)))
+    return pages, trailer
+
+
+def test_demo_runs_the_whole_loop(tmp_path):
+    require_root()
+    out = tmp_path / "demo"
+    proc = subprocess.run([os.path.join(REPO, "scripts", "demo"), "--no-install",
+                           "-n", "2", "-o", str(out)],
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"report: {out}/report/index.html" in proc.stdout
+
+    # The trace holds every page the workload asks for (readahead may add more).
+    pages, trailer = trace_pages(open(out / "reads.log", errors="surrogateescape"))
+    listed = subprocess.run([APP, "--list-pages", "--work", "0", str(out / "app-data")],
+                            capture_output=True, text=True, check=True).stdout
+    wanted, _ = trace_pages(listed.splitlines())
+    assert wanted and wanted <= pages
+    assert trailer["lost"] == "0" and int(trailer["pages"]) == len(pages)
+    files = {name for name, _ in pages}
+    assert len([f for f in files if "/app-data/" in f]) == 40
+
+    # Replays of the same reads: same bytes in both orders, sorted has no more seeks.
+    original = json.load(open(out / "replay-original.json"))
+    ordered = json.load(open(out / "replay-sorted.json"))
+    assert original["order"] == "original" and ordered["order"] == "sorted"
+    assert original["pages"] == ordered["pages"] == len(pages)
+    assert ordered["seeks"] <= original["seeks"]
+
+    # Every start-up ran, in every state.
+    runs = list(csv.DictReader(open(out / "runs.csv")))
+    assert len(runs) == 10
+    assert {r["state"] for r in runs} == {"cold", "selective", "hot", "prefetched", "simulated"}
+    assert {r["status"] for r in runs} == {"ok"}
+
+    # The report: all sections, the trace's own totals, figures embedded.
+    md = (out / "report" / "report.md").read_text()
+    for section in ("## Totals", "## Seeks and modelled time", "## Replay runs",
+                    "## Start-up time per cache state", "## Reads over time"):
+        assert section in md
+    totals = re.search(r"\| pages \| bytes \| files .*\n.*\n\| ([\d,]+) \| ([\d,]+) \| (\d+) \|", md)
+    assert int(totals[1].replace(",", "")) == len(pages)
+    assert int(totals[2].replace(",", "")) == len(pages) * 4096
+    assert int(totals[3]) == len(files)
+    html = (out / "report" / "index.html").read_text()
+    assert html.count("data:image/png;base64,") >= 3
+
