@@ -23,6 +23,11 @@ test: all
 bench: all
 	$(PYTHON) bench/run
 
+# The main job end to end: make demo, or make demo APP=firefox.
+APP ?= sample
+demo:
+	scripts/demo --app $(APP)
+
 # The Python scripts are standard library only; startup-bench finds the
 # statistics module in share/pagetrace/.
 SCRIPTS := scripts/pagecache scripts/startup-bench scripts/resolve-inodes

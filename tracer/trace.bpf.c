@@ -21,8 +21,8 @@
  * filemap: tracepoints, which fire in the same task just before the bios
  * are queued; see note_ra_trigger() and friends.
  *
- * Every program exists twice, as tp_btf and as raw_tp; user space loads one
- * set, tp_btf where the kernel accepts it.
+ * Every program exists twice, as tp_btf and as raw_tp (TRACEPOINT_PROGRAMS);
+ * user space loads one set, tp_btf where the kernel accepts it.
  */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
@@ -455,114 +455,34 @@ static __always_inline int note_read_batch_done(struct address_space *mapping)
 	return 0;
 }
 
-/* tp_btf programs: typed arguments, preferred. */
-SEC("tp_btf/block_bio_queue")
-int BPF_PROG(btf_bio_queue, struct bio *bio)
-{
-	return handle_bio_queue(bio);
-}
+/*
+ * Every program twice, from one line: as tp_btf (typed arguments, preferred)
+ * and as raw_tp (for kernels that refuse tp_btf). User space loads one set.
+ */
+#define TRACEPOINT_PROGRAMS(name, tracepoint, body, ...)			\
+	SEC("tp_btf/" tracepoint)						\
+	int BPF_PROG(btf_##name, __VA_ARGS__) { return body; }			\
+	SEC("raw_tp/" tracepoint)						\
+	int BPF_PROG(raw_##name, __VA_ARGS__) { return body; }
 
-SEC("tp_btf/sched_process_fork")
-int BPF_PROG(btf_fork, struct task_struct *parent, struct task_struct *child)
-{
-	return handle_fork(parent, child);
-}
-
-SEC("tp_btf/sched_process_exit")
-int BPF_PROG(btf_exit, struct task_struct *task)
-{
-	return handle_exit(task);
-}
-
-SEC("tp_btf/page_cache_sync_ra")
-int BPF_PROG(btf_sync_ra, struct inode *inode)
-{
-	return note_ra_trigger(inode, CAUSE_SYNC_RA);
-}
-
-SEC("tp_btf/page_cache_async_ra")
-int BPF_PROG(btf_async_ra, struct inode *inode)
-{
-	return note_ra_trigger(inode, CAUSE_ASYNC_RA);
-}
-
-SEC("tp_btf/page_cache_ra_unbounded")
-int BPF_PROG(btf_ra_unbounded, struct inode *inode)
-{
-	return note_ra_window(inode);
-}
-
-SEC("tp_btf/page_cache_ra_order")
-int BPF_PROG(btf_ra_order, struct inode *inode)
-{
-	return note_ra_window(inode);
-}
-
-SEC("tp_btf/mm_filemap_fault")
-int BPF_PROG(btf_fault, struct address_space *mapping)
-{
-	return note_ra_trigger(BPF_CORE_READ(mapping, host), CAUSE_FAULT);
-}
-
-SEC("tp_btf/mm_filemap_get_pages")
-int BPF_PROG(btf_get_pages, struct address_space *mapping)
-{
-	return note_read_batch_done(mapping);
-}
-
-/* raw_tp programs: the same, for kernels that refuse tp_btf. */
-SEC("raw_tp/block_bio_queue")
-int BPF_PROG(raw_bio_queue, struct bio *bio)
-{
-	return handle_bio_queue(bio);
-}
-
-SEC("raw_tp/sched_process_fork")
-int BPF_PROG(raw_fork, struct task_struct *parent, struct task_struct *child)
-{
-	return handle_fork(parent, child);
-}
-
-SEC("raw_tp/sched_process_exit")
-int BPF_PROG(raw_exit, struct task_struct *task)
-{
-	return handle_exit(task);
-}
-
-SEC("raw_tp/page_cache_sync_ra")
-int BPF_PROG(raw_sync_ra, struct inode *inode)
-{
-	return note_ra_trigger(inode, CAUSE_SYNC_RA);
-}
-
-SEC("raw_tp/page_cache_async_ra")
-int BPF_PROG(raw_async_ra, struct inode *inode)
-{
-	return note_ra_trigger(inode, CAUSE_ASYNC_RA);
-}
-
-SEC("raw_tp/page_cache_ra_unbounded")
-int BPF_PROG(raw_ra_unbounded, struct inode *inode)
-{
-	return note_ra_window(inode);
-}
-
-SEC("raw_tp/page_cache_ra_order")
-int BPF_PROG(raw_ra_order, struct inode *inode)
-{
-	return note_ra_window(inode);
-}
-
-SEC("raw_tp/mm_filemap_fault")
-int BPF_PROG(raw_fault, struct address_space *mapping)
-{
-	return note_ra_trigger(BPF_CORE_READ(mapping, host), CAUSE_FAULT);
-}
-
-SEC("raw_tp/mm_filemap_get_pages")
-int BPF_PROG(raw_get_pages, struct address_space *mapping)
-{
-	return note_read_batch_done(mapping);
-}
+TRACEPOINT_PROGRAMS(bio_queue, "block_bio_queue", handle_bio_queue(bio),
+		    struct bio *bio)
+TRACEPOINT_PROGRAMS(fork, "sched_process_fork", handle_fork(parent, child),
+		    struct task_struct *parent, struct task_struct *child)
+TRACEPOINT_PROGRAMS(exit, "sched_process_exit", handle_exit(task),
+		    struct task_struct *task)
+TRACEPOINT_PROGRAMS(sync_ra, "page_cache_sync_ra",
+		    note_ra_trigger(inode, CAUSE_SYNC_RA), struct inode *inode)
+TRACEPOINT_PROGRAMS(async_ra, "page_cache_async_ra",
+		    note_ra_trigger(inode, CAUSE_ASYNC_RA), struct inode *inode)
+TRACEPOINT_PROGRAMS(ra_unbounded, "page_cache_ra_unbounded",
+		    note_ra_window(inode), struct inode *inode)
+TRACEPOINT_PROGRAMS(ra_order, "page_cache_ra_order",
+		    note_ra_window(inode), struct inode *inode)
+TRACEPOINT_PROGRAMS(fault, "mm_filemap_fault",
+		    note_ra_trigger(BPF_CORE_READ(mapping, host), CAUSE_FAULT),
+		    struct address_space *mapping)
+TRACEPOINT_PROGRAMS(get_pages, "mm_filemap_get_pages",
+		    note_read_batch_done(mapping), struct address_space *mapping)
 
 char LICENSE[] SEC("license") = "GPL";
