@@ -144,20 +144,35 @@ def cmd_diff(args):
     return 0
 
 
+TRACE_HELP = "trace file, format v1 (.xz and .gz are read too)"
+PLAN_HELP = "replay --plan CSV: physical offsets of the requests"
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
-        prog="pagetrace", description="Analyse pagetrace page-read traces.")
+        prog="pagetrace", description="Analyse pagetrace page-read traces.",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="""examples:
+  pagetrace summary reads.log
+  pagetrace plot --zoom reads.log
+  replay/replay --plan reads.log > plan.csv && pagetrace seeks reads.log --plan plan.csv
+  pagetrace startup runs.csv -o startup
+  pagetrace report reads.log --plan plan.csv --replay-json orig.json \\
+      --replay-json sorted.json --startup runs.csv -o report/
+  pagetrace export reads.log --fio reads.iolog
+  pagetrace merge run1.log run2.log run3.log -o merged.log
+  pagetrace diff before.log after.log""")
     sub = parser.add_subparsers(dest="command", required=True)
 
     p = sub.add_parser("summary", help="per-file table and totals")
-    p.add_argument("trace")
+    p.add_argument("trace", help=TRACE_HELP)
     p.add_argument("--json", action="store_true")
     p.add_argument("--strict", action="store_true",
                    help="fail on the first malformed line")
     p.set_defaults(func=cmd_summary)
 
     p = sub.add_parser("plot", help="offset against time (PNG and SVG)")
-    p.add_argument("trace")
+    p.add_argument("trace", help=TRACE_HELP)
     p.add_argument("--zoom", action="store_true",
                    help="also plot the densest region")
     p.add_argument("--plan", help="replay --plan CSV: physical position "
@@ -168,8 +183,8 @@ def build_parser():
 
     p = sub.add_parser("seeks", help="seeks and modelled time, original "
                        "against sorted")
-    p.add_argument("trace")
-    p.add_argument("--plan")
+    p.add_argument("trace", help=TRACE_HELP)
+    p.add_argument("--plan", help=PLAN_HELP)
     p.add_argument("--hdd-rate", type=float,
                    help="HDD transfer rate in MB/s (default 150)")
     p.add_argument("--json", action="store_true")
@@ -184,18 +199,19 @@ def build_parser():
 
     p = sub.add_parser("report", help="self-contained HTML report and "
                        "Markdown tables")
-    p.add_argument("trace")
-    p.add_argument("--plan")
-    p.add_argument("--replay-json", action="append")
-    p.add_argument("--startup")
+    p.add_argument("trace", help=TRACE_HELP)
+    p.add_argument("--plan", help=PLAN_HELP)
+    p.add_argument("--replay-json", action="append",
+                   help="replay --json output; give it once per run")
+    p.add_argument("--startup", help="startup-bench runs CSV")
     p.add_argument("-o", "--output", required=True, help="directory")
     p.set_defaults(func=cmd_report)
 
     p = sub.add_parser("export", help="fio iolog v3, CSV or Parquet")
-    p.add_argument("trace")
-    p.add_argument("--fio")
-    p.add_argument("--csv")
-    p.add_argument("--parquet")
+    p.add_argument("trace", help=TRACE_HELP)
+    p.add_argument("--fio", help="write fio iolog v3 here")
+    p.add_argument("--csv", help="write the records as CSV here")
+    p.add_argument("--parquet", help="write the records as Parquet here")
     p.set_defaults(func=cmd_export)
 
     p = sub.add_parser("merge", help="union of several runs' traces")
