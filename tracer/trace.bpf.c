@@ -409,6 +409,22 @@ static __always_inline int handle_exit(struct task_struct *task)
  * batch, which disarms the context so that a later plain ->read_folio is
  * not blamed on an old readahead.
  */
+/* The current thread's read context, if it is traced and has one. */
+static __always_inline struct read_context *traced_read_context(void)
+{
+	__u32 tid;
+
+	if (!current_is_traced())
+		return NULL;
+	tid = current_tid();
+	return bpf_map_lookup_elem(&read_contexts, &tid);
+}
+
+static __always_inline bool armed_for(const struct read_context *ctx, struct inode *inode)
+{
+	return ctx && ctx->armed && ctx->inode == (__u64)inode;
+}
+
 static __always_inline int note_ra_trigger(struct inode *inode, __u32 cause)
 {
 	struct read_context fresh = { .inode = (__u64)inode, .cause = cause, .armed = 1 };
@@ -417,39 +433,26 @@ static __always_inline int note_ra_trigger(struct inode *inode, __u32 cause)
 
 	if (!current_is_traced())
 		return 0;
-	tid = current_tid();
-	ctx = bpf_map_lookup_elem(&read_contexts, &tid);
+	ctx = traced_read_context();
 	/* Readahead done by a fault stays a fault. */
-	if (ctx && ctx->armed && ctx->inode == (__u64)inode &&
-	    ctx->cause == CAUSE_FAULT)
+	if (armed_for(ctx, inode) && ctx->cause == CAUSE_FAULT)
 		return 0;
+	tid = current_tid();
 	bpf_map_update_elem(&read_contexts, &tid, &fresh, BPF_ANY);
 	return 0;
 }
 
 static __always_inline int note_ra_window(struct inode *inode)
 {
-	struct read_context *ctx;
-	__u32 tid;
-
-	if (!current_is_traced())
-		return 0;
-	tid = current_tid();
-	ctx = bpf_map_lookup_elem(&read_contexts, &tid);
-	if (ctx && ctx->armed && ctx->inode == (__u64)inode)
+	if (!current_is_traced() || armed_for(traced_read_context(), inode))
 		return 0;
 	return note_ra_trigger(inode, CAUSE_FORCED_RA);
 }
 
 static __always_inline int note_read_batch_done(struct address_space *mapping)
 {
-	struct read_context *ctx;
-	__u32 tid;
+	struct read_context *ctx = traced_read_context();
 
-	if (!current_is_traced())
-		return 0;
-	tid = current_tid();
-	ctx = bpf_map_lookup_elem(&read_contexts, &tid);
 	if (ctx && ctx->inode == (__u64)BPF_CORE_READ(mapping, host))
 		ctx->armed = 0;
 	return 0;
