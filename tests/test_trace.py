@@ -469,3 +469,20 @@ def test_cause_column(data_dir):
     assert set(seq_causes) <= {"sync_ra", "async_ra"}
     assert {r[3][3] for r in trace.records if r[1] == willneed} == {"forced_ra"}
     assert trace.page_set(willneed) == set(range(256))
+
+
+def test_missing_kernel_features_are_named():
+    # A BTF without the kernel's tracepoint types stands in for an old kernel:
+    # the tracer's own BPF object carries BTF, but no btf_trace_* typedefs.
+    bpf_object = os.path.join(REPO, "tracer", ".output", "trace.bpf.o")
+    proc = run_trace("--btf", bpf_object, "--", "true", check_rc=1)
+    for group_and_name in ("block:block_bio_queue", "sched:sched_process_fork",
+                           "sched:sched_process_exit"):
+        assert f"kernel lacks tracepoint {group_and_name}, which pagetrace needs" in proc.stderr
+    assert "readahead:page_cache_sync_ra; the cause column will be '-'" in proc.stderr
+    assert proc.stdout == ""
+    proc = run_trace("--btf", "/nonexistent/vmlinux", "--", "true", check_rc=1)
+    assert "trace: --btf /nonexistent/vmlinux: No such file or directory" in proc.stderr
+    # The running kernel's own BTF, given explicitly, works like the default.
+    trace, _ = traced("--btf", "/sys/kernel/btf/vmlinux", "--", "true")
+    assert trace.trailer["lost"] == "0"

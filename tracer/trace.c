@@ -58,6 +58,7 @@ static struct options {
 	bool verbose;
 	const char *output;	/* -o */
 	const char *user;	/* -u */
+	const char *btf_path;	/* --btf: kernel BTF from a file */
 	double duration;	/* -d seconds, 0 = until the target ends */
 	unsigned long ringbuf_bytes;
 	enum attach_mode attach;
@@ -97,6 +98,7 @@ enum {
 	OPT_ALLOW_LOST,
 	OPT_RINGBUF,
 	OPT_ATTACH,
+	OPT_BTF,
 };
 
 static const struct argp_option argp_options[] = {
@@ -111,6 +113,8 @@ static const struct argp_option argp_options[] = {
 	{ "allow-lost", OPT_ALLOW_LOST, NULL, 0, "Exit 0 even if events were lost (they are still reported)", 0 },
 	{ "ringbuf-size", OPT_RINGBUF, "BYTES", 0, "Ring buffer size, power of two, K/M suffix (default 16M)", 0 },
 	{ "attach", OPT_ATTACH, "MODE", 0, "auto (default), tp_btf or raw_tp", 0 },
+	{ "btf", OPT_BTF, "FILE", 0, "Kernel BTF to use instead of /sys/kernel/btf/vmlinux "
+	  "(for kernels built without it, e.g. from BTFHub)", 0 },
 	{ "quiet", 'q', NULL, 0, "No summary on stderr", 0 },
 	{ "verbose", 'v', NULL, 0, "Show libbpf's messages", 0 },
 	{},
@@ -149,6 +153,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case 'v': opts.verbose = true; break;
 	case OPT_NO_CHILDREN: opts.no_children = true; break;
 	case OPT_ALLOW_LOST: opts.allow_lost = true; break;
+	case OPT_BTF: opts.btf_path = arg; break;
 	case 'p':
 		errno = 0;
 		opts.pid = strtol(arg, &end, 10);
@@ -646,12 +651,18 @@ static bool kernel_has_tracepoint(const struct btf *vmlinux, const char *name)
  */
 static int select_programs(struct tracepoint_progs *tps, bool use_btf, bool *want_cause)
 {
-	struct btf *vmlinux = btf__load_vmlinux_btf();
+	struct btf *vmlinux = opts.btf_path ? btf__parse(opts.btf_path, NULL) :
+					      btf__load_vmlinux_btf();
 	int missing_required = 0, missing_optional = 0;
 
+	if (!vmlinux && opts.btf_path) {
+		fprintf(stderr, "%s: --btf %s: %s\n", TOOL, opts.btf_path, strerror(errno));
+		return -1;
+	}
 	if (!vmlinux) {
 		fprintf(stderr, "%s: kernel BTF (/sys/kernel/btf/vmlinux): %s; "
-			"pagetrace needs a kernel built with CONFIG_DEBUG_INFO_BTF=y\n",
+			"pagetrace needs a kernel built with CONFIG_DEBUG_INFO_BTF=y, "
+			"or a BTF file for it given with --btf\n",
 			TOOL, strerror(errno));
 		return -1;
 	}
@@ -703,8 +714,9 @@ static void explain_load_error(int err)
 /* open -> set rodata -> load, with either the tp_btf or the raw_tp programs. */
 static struct trace_bpf *open_and_load(bool use_btf, int *err)
 {
+	LIBBPF_OPTS(bpf_object_open_opts, open_opts, .btf_custom_path = opts.btf_path);
 	struct tracepoint_progs tps[NR_TRACEPOINTS];
-	struct trace_bpf *skel = trace_bpf__open();
+	struct trace_bpf *skel = trace_bpf__open_opts(&open_opts);
 	bool want_cause = false;
 
 	if (!skel) {
