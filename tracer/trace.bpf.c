@@ -324,17 +324,20 @@ static long walk_one_bvec(__u32 i, struct bio_walk *walk)
 
 /*
  * Kernels before v5.17 "bpf: Add bpf_loop helper" have no bpf_loop; there
- * the verifier must unroll, which it can only afford for a few vectors.
+ * the verifier walks a bounded loop over every vector (BIO_MAX_VECS, so no
+ * bio is cut short; loading takes about a second longer). User space probes
+ * for the helper and sets use_bpf_loop; the verifier then drops the branch
+ * not taken, so neither path needs the other's support.
  */
-#define MAX_BVECS_UNROLLED 16
+const volatile bool use_bpf_loop = true;
 
 static __always_inline void walk_bio(struct bio_walk *walk)
 {
-	if (bpf_core_enum_value_exists(enum bpf_func_id, BPF_FUNC_loop)) {
+	if (use_bpf_loop) {
 		bpf_loop(MAX_BVECS, walk_one_bvec, walk, 0);
 		return;
 	}
-	for (__u32 i = 0; i < MAX_BVECS_UNROLLED; i++)
+	for (__u32 i = 0; i < MAX_BVECS; i++)
 		if (walk_one_bvec(i, walk))
 			break;
 }

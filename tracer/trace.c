@@ -62,6 +62,7 @@ static struct options {
 	double duration;	/* -d seconds, 0 = until the target ends */
 	unsigned long ringbuf_bytes;
 	enum attach_mode attach;
+	bool no_bpf_loop;	/* test the pre-5.17 walk on any kernel */
 } opts = {
 	.ringbuf_bytes = 16UL << 20,
 };
@@ -99,6 +100,7 @@ enum {
 	OPT_RINGBUF,
 	OPT_ATTACH,
 	OPT_BTF,
+	OPT_NO_BPF_LOOP,
 };
 
 static const struct argp_option argp_options[] = {
@@ -115,6 +117,8 @@ static const struct argp_option argp_options[] = {
 	{ "attach", OPT_ATTACH, "MODE", 0, "auto (default), tp_btf or raw_tp", 0 },
 	{ "btf", OPT_BTF, "FILE", 0, "Kernel BTF to use instead of /sys/kernel/btf/vmlinux "
 	  "(for kernels built without it, e.g. from BTFHub)", 0 },
+	{ "no-bpf-loop", OPT_NO_BPF_LOOP, NULL, OPTION_HIDDEN,
+	  "Walk bios as on kernels without bpf_loop (for tests)", 0 },
 	{ "quiet", 'q', NULL, 0, "No summary on stderr", 0 },
 	{ "verbose", 'v', NULL, 0, "Show libbpf's messages", 0 },
 	{},
@@ -154,6 +158,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case OPT_NO_CHILDREN: opts.no_children = true; break;
 	case OPT_ALLOW_LOST: opts.allow_lost = true; break;
 	case OPT_BTF: opts.btf_path = arg; break;
+	case OPT_NO_BPF_LOOP: opts.no_bpf_loop = true; break;
 	case 'p':
 		errno = 0;
 		opts.pid = strtol(arg, &end, 10);
@@ -474,6 +479,7 @@ static struct run_state {
 	long page_size;
 	bool write_failed;
 	const char *attach_name;
+	const char *walk_name;	/* how bios are walked: bpf_loop or unrolled */
 } run = { .page_size = 4096 };
 
 static const char *const cause_names[] = {
@@ -538,8 +544,8 @@ static void write_header(FILE *out)
 	fputs("# command: ", out);
 	print_command(out);
 	fprintf(out, "\n# start: %s\n# kernel: %s\n# host: %s\n", stamp, uts.release, host);
-	fprintf(out, "# tracer: %s %s (block:block_bio_queue, %s)\n", TOOL, TRACE_VERSION,
-		run.attach_name);
+	fprintf(out, "# tracer: %s %s (block:block_bio_queue, %s, %s)\n", TOOL, TRACE_VERSION,
+		run.attach_name, run.walk_name);
 	fflush(out);
 }
 
@@ -733,6 +739,10 @@ static struct trace_bpf *open_and_load(bool use_btf, int *err)
 	skel->rodata->follow_children = !opts.no_children;
 	skel->rodata->want_cause = want_cause;
 	skel->rodata->page_shift = __builtin_ctzl((unsigned long)run.page_size);
+	/* libbpf cannot probe helpers for tracing programs; the helper set is the same. */
+	skel->rodata->use_bpf_loop = !opts.no_bpf_loop &&
+		libbpf_probe_bpf_helper(BPF_PROG_TYPE_RAW_TRACEPOINT, BPF_FUNC_loop, NULL) == 1;
+	run.walk_name = skel->rodata->use_bpf_loop ? "bpf_loop" : "unrolled";
 	bpf_map__set_max_entries(skel->maps.events, opts.ringbuf_bytes);
 	skel->rodata->wakeup_bytes = opts.ringbuf_bytes / 4;
 	*err = trace_bpf__load(skel);
