@@ -1020,17 +1020,42 @@ static void install_signal_handlers(void)
 	signal(SIGPIPE, SIG_IGN);	/* a closed stdout shows up as a write error */
 }
 
+/*
+ * A once-a-second progress line for long runs, only when nobody else writes
+ * to the terminal: with -c the command's own output goes to stderr.
+ */
+static bool want_progress(void)
+{
+	return !opts.quiet && !opts.command && !opts.argv && isatty(STDERR_FILENO);
+}
+
+static void show_progress(unsigned long long *next_ns)
+{
+	unsigned long long now = clock_ns(CLOCK_MONOTONIC);
+
+	if (now < *next_ns)
+		return;
+	*next_ns = now + 1000000000ULL;
+	fprintf(stderr, "\r%s: %llu pages, %.1f MiB, %zu files, %.0f s ", TOOL, run.pages,
+		run.pages * (double)run.page_size / (1 << 20), files.files_read,
+		(now - run.start_mono_ns) / 1e9);
+}
+
 static int poll_until_done(struct ring_buffer *rb, pid_t child, pid_t adopted, int *status)
 {
 	int pidfd = adopted > 0 ? (int)syscall(SYS_pidfd_open, adopted, 0) : -1;
 	unsigned long long deadline = opts.duration > 0 ?
 		clock_ns(CLOCK_MONOTONIC) + (unsigned long long)(opts.duration * 1e9) : 0;
+	unsigned long long next_progress_ns = 0;
+	bool progress = want_progress();
 	int err;
 
 	while (!stop_requested && !run.write_failed) {
 		err = ring_buffer__poll(rb, 100);
 		if (err < 0 && err != -EINTR)
 			break;
+		if (progress)
+			show_progress(&next_progress_ns);
 		if (target_done(child, pidfd, adopted, status))
 			break;
 		if (deadline && clock_ns(CLOCK_MONOTONIC) >= deadline)
@@ -1038,6 +1063,8 @@ static int poll_until_done(struct ring_buffer *rb, pid_t child, pid_t adopted, i
 	}
 	/* Everything queued before the target ended is already in the buffer. */
 	ring_buffer__consume(rb);
+	if (progress)
+		fputc('\n', stderr);
 	if (pidfd >= 0)
 		close(pidfd);
 	return 0;
