@@ -143,17 +143,13 @@ def physical_of(extents, offset):
 
 
 def evict(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
+    pagecache_util.evict(path)
 
 
 def resident_pages(path):
-    """Set of byte offsets of the file's pages that are in the page cache
-    (mincore(2), through pagecache_util)."""
-    return {i * PAGE for i in pagecache_util.resident_pages(path)}
+    """Byte offsets of the file's pages brought into the page cache since
+    evict(): resident (mincore) or reclaimed again since (pagecache_util)."""
+    return {i * PAGE for i in pagecache_util.cached_since_eviction(path)}
 
 
 def file_state(path):
