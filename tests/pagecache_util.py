@@ -38,9 +38,6 @@ class _Cachestat(ctypes.Structure):
                  "nr_recently_evicted")]
 
 
-# Shadow entries present when evict() ran, by path: not this test's doing.
-_shadows_at_eviction = {}
-
 
 def resident_pages(path):
     """Set of page indices of @path that are in the page cache."""
@@ -96,8 +93,7 @@ def reclaimed_pages(path):
 def cached_since_eviction(path):
     """Pages brought into the cache since evict(@path): resident now, or
     reclaimed by the kernel since (see the module's docstring)."""
-    before = _shadows_at_eviction.get(os.path.realpath(path), set())
-    return resident_pages(path) | (reclaimed_pages(path) - before)
+    return resident_pages(path) | reclaimed_pages(path)
 
 
 def evict(*paths):
@@ -111,7 +107,8 @@ def evict(*paths):
             os.close(fd)
         left = resident_pages(path)
         assert not left, f"{path}: {len(left)} pages stayed cached after DONTNEED"
-        _shadows_at_eviction[os.path.realpath(path)] = reclaimed_pages(path)
+        # DONTNEED also clears shadow entries, so a later reclaim is the test's.
+        assert not reclaimed_pages(path), f"{path}: shadow entries survived DONTNEED"
 
 
 def write_file(path, size, seed=0):
