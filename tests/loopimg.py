@@ -2,9 +2,8 @@
 deliberately fragmented files, page-cache residency (mincore) and extent
 maps (filefrag -v).
 
-Imported by the replay tests; kept out of conftest.py so that other test
-modules can own that file. Everything created here is torn down by the
-context managers, even when a test fails.
+Imported by the replay tests and by conftest.py's fixtures. Everything
+created here is torn down by the context managers, even when a test fails.
 """
 import contextlib
 import hashlib
@@ -30,10 +29,10 @@ def run(*cmd, **kw):
 
 
 def require_root():
-    """Fails (not skips) without root, like conftest.py: a run that could
-    not test replay must not pass as one that did."""
+    """Fails (not skips) without root: a run that could not test the tools
+    against the kernel must not pass as one that did."""
     if os.geteuid() != 0:
-        pytest.fail("these tests need root (loop devices, mounts, page "
+        pytest.fail("this test needs root (BPF, loop devices, mounts, page "
                     "cache): run the suite with sudo", pytrace=False)
 
 

@@ -16,6 +16,7 @@ import time
 
 import pytest
 
+import loopimg
 from conftest import REPO, require_root
 from pagecache_util import PAGE, cached_since_eviction, evict, resident_pages, write_file
 
@@ -75,7 +76,7 @@ def python_cmd(code):
 
 @pytest.fixture
 def data_dir(ext4_image, request):
-    path = ext4_image.path(request.node.name.replace("[", "_").replace("]", ""))
+    path = os.path.join(ext4_image, request.node.name.replace("[", "_").replace("]", ""))
     os.makedirs(path, exist_ok=True)
     yield path
     shutil.rmtree(path, ignore_errors=True)
@@ -493,10 +494,9 @@ def test_missing_kernel_features_are_named():
 def test_other_filesystems(fstype):
     # iomap (xfs) and btrfs build their read bios differently from ext4;
     # the traced pages and the name must come out the same.
-    from conftest import LoopImage
-    image = LoopImage(fstype, size_mib=512)
-    try:
-        directory = image.path("dir with space")
+    require_root()
+    with loopimg.loop_mount(fstype, size_mib=512) as (mountpoint, _):
+        directory = os.path.join(mountpoint, "dir with space")
         os.makedirs(directory)
         f = os.path.join(directory, "file.bin")
         write_file(f, 4 * MiB)
@@ -504,8 +504,6 @@ def test_other_filesystems(fstype):
         trace, _ = traced("--", "md5sum", f)
         assert_trace_matches_cache(trace, f)
         assert trace.page_set(f) == set(range(4 * MiB // PAGE))
-    finally:
-        image.close()
 
 
 @pytest.mark.parametrize("attach", ["tp_btf", "raw_tp"])
