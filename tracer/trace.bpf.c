@@ -412,50 +412,56 @@ static __always_inline int handle_exit(struct task_struct *task)
  * batch, which disarms the context so that a later plain ->read_folio is
  * not blamed on an old readahead.
  */
-/* The current thread's read context, if it is traced and has one. */
-static __always_inline struct read_context *traced_read_context(void)
-{
-	__u32 tid;
-
-	if (!current_is_traced())
-		return NULL;
-	tid = current_tid();
-	return bpf_map_lookup_elem(&read_contexts, &tid);
-}
-
 static __always_inline bool armed_for(const struct read_context *ctx, struct inode *inode)
 {
 	return ctx && ctx->armed && ctx->inode == (__u64)inode;
 }
 
-static __always_inline int note_ra_trigger(struct inode *inode, __u32 cause)
+/* Arm @tid's context for @inode; readahead done by a fault stays a fault. */
+static __always_inline void arm_read_context(__u32 tid, struct read_context *ctx,
+					     struct inode *inode, __u32 cause)
 {
 	struct read_context fresh = { .inode = (__u64)inode, .cause = cause, .armed = 1 };
-	struct read_context *ctx;
+
+	if (armed_for(ctx, inode) && ctx->cause == CAUSE_FAULT)
+		return;
+	bpf_map_update_elem(&read_contexts, &tid, &fresh, BPF_ANY);
+}
+
+static __always_inline int note_ra_trigger(struct inode *inode, __u32 cause)
+{
 	__u32 tid;
 
 	if (!current_is_traced())
 		return 0;
-	ctx = traced_read_context();
-	/* Readahead done by a fault stays a fault. */
-	if (armed_for(ctx, inode) && ctx->cause == CAUSE_FAULT)
-		return 0;
 	tid = current_tid();
-	bpf_map_update_elem(&read_contexts, &tid, &fresh, BPF_ANY);
+	arm_read_context(tid, bpf_map_lookup_elem(&read_contexts, &tid), inode, cause);
 	return 0;
 }
 
 static __always_inline int note_ra_window(struct inode *inode)
 {
-	if (!current_is_traced() || armed_for(traced_read_context(), inode))
+	struct read_context *ctx;
+	__u32 tid;
+
+	if (!current_is_traced())
 		return 0;
-	return note_ra_trigger(inode, CAUSE_FORCED_RA);
+	tid = current_tid();
+	ctx = bpf_map_lookup_elem(&read_contexts, &tid);
+	if (!armed_for(ctx, inode))
+		arm_read_context(tid, ctx, inode, CAUSE_FORCED_RA);
+	return 0;
 }
 
 static __always_inline int note_read_batch_done(struct address_space *mapping)
 {
-	struct read_context *ctx = traced_read_context();
+	struct read_context *ctx;
+	__u32 tid;
 
+	if (!current_is_traced())
+		return 0;
+	tid = current_tid();
+	ctx = bpf_map_lookup_elem(&read_contexts, &tid);
 	if (ctx && ctx->inode == (__u64)BPF_CORE_READ(mapping, host))
 		ctx->armed = 0;
 	return 0;

@@ -1086,6 +1086,7 @@ int main(int argc, char **argv)
 	struct ring_buffer *rb = NULL;
 	struct lost_counts lost = {};
 	pid_t child = -1, adopted = -1;
+	unsigned long long duration_us;
 	int status = 0, exit_code = 1, err;
 
 	err = argp_parse(&argp, argc, argv, 0, NULL, NULL);
@@ -1124,12 +1125,13 @@ int main(int argc, char **argv)
 	poll_until_done(rb, child, adopted, &status);
 	reap_command(child, &status);
 	lost = read_lost(skel);
-	write_trailer(&lost, (clock_ns(CLOCK_MONOTONIC) - run.start_mono_ns) / 1000);
+	duration_us = (clock_ns(CLOCK_MONOTONIC) - run.start_mono_ns) / 1000;
+	write_trailer(&lost, duration_us);
 	if (run.write_failed || ferror(run.out)) {
 		fprintf(stderr, "%s: writing the trace: %s\n", TOOL, strerror(errno ? errno : EIO));
 		goto cleanup;
 	}
-	report(&lost, (clock_ns(CLOCK_MONOTONIC) - run.start_mono_ns) / 1000);
+	report(&lost, duration_us);
 	exit_code = child > 0 ? exit_code_of(status) : 0;
 	if (exit_code == 0 && lost.total && !opts.allow_lost)
 		exit_code = EXIT_LOST;
