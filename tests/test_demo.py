@@ -12,21 +12,9 @@ import re
 import subprocess
 
 from conftest import REPO, require_root
+from trace_oracle import Trace
 
 APP = os.path.join(REPO, "samples", ".output", "startup-app")
-
-
-def trace_pages(lines):
-    """(path, offset) of every record, and the trailer, of a trace's lines."""
-    pages = set()
-    trailer = None
-    for line in lines:
-        if line.startswith("# end: "):
-            trailer = dict(kv.split("=") for kv in line[7:].split())
-        elif not line.startswith("#") and line.strip():
-            _, name, offset = line.split()[:3]
-            pages.add((name, int(offset)))
-    return pages, trailer
 
 
 def test_demo_runs_the_whole_loop(tmp_path):
@@ -39,13 +27,14 @@ def test_demo_runs_the_whole_loop(tmp_path):
     assert f"report: {out}/report/index.html" in proc.stdout
 
     # The trace holds every page the workload asks for (readahead may add more).
-    pages, trailer = trace_pages(open(out / "reads.log", errors="surrogateescape"))
+    trace = Trace((out / "reads.log").read_text(errors="surrogateescape"))
+    pages = {(path, offset) for _, path, offset, _ in trace.records}
     listed = subprocess.run([APP, "--list-pages", "--work", "0", str(out / "app-data")],
                             capture_output=True, text=True, check=True).stdout
-    wanted, _ = trace_pages(listed.splitlines())
+    wanted = {(path, offset) for _, path, offset, _ in Trace(listed).records}
     assert wanted and wanted <= pages
-    assert trailer["lost"] == "0" and int(trailer["pages"]) == len(pages)
-    files = {name for name, _ in pages}
+    assert trace.trailer["lost"] == "0" and int(trace.trailer["pages"]) == len(pages)
+    files = trace.paths()
     assert len([f for f in files if "/app-data/" in f]) == 40
 
     # Replays of the same reads: same bytes in both orders, sorted has no more seeks.

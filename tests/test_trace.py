@@ -18,41 +18,11 @@ import pytest
 
 import loopimg
 from conftest import REPO, require_root
+from trace_oracle import Trace
 from pagecache_util import PAGE, cached_since_eviction, evict, resident_pages, write_file
 
 TRACE = os.path.join(REPO, "tracer", "trace")
 MiB = 1 << 20
-
-
-# A deliberately small, independent reader: the test oracle for the format
-# must not be the code under test elsewhere in the project.
-def _unescape(field):
-    return re.sub(rb"\\([0-3][0-7]{2})", lambda m: bytes([int(m.group(1), 8)]),
-                  field.encode("utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
-
-
-class Trace:
-    def __init__(self, text):
-        self.header, self.trailer, self.records = {}, None, []
-        for line in text.splitlines():
-            if line.startswith("# end: "):
-                self.trailer = dict(kv.split("=") for kv in line[7:].split())
-            elif line.startswith("# ") and ": " in line:
-                key, value = line[2:].split(": ", 1)
-                self.header.setdefault(key, value)
-            elif line and not line.startswith("#"):
-                fields = line.split()
-                self.records.append((int(fields[0]), _unescape(fields[1]),
-                                     int(fields[2]), fields[3:]))
-
-    def pages(self, path):
-        return [off // PAGE for _, p, off, _ in self.records if p == path]
-
-    def page_set(self, path):
-        return set(self.pages(path))
-
-    def paths(self):
-        return {p for _, p, _, _ in self.records}
 
 
 def run_trace(*args, check_rc=0, timeout=120, **kw):
