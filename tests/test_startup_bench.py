@@ -161,7 +161,10 @@ def test_real_replay_in_prefetched_and_simulated_states(workload):
             check=True, capture_output=True, text=True).stdout)["total"]
         assert total["traced_pages"] > 300
         wanted = total["traced_pages"] if expected_cached == "all" else 0
-        assert total["traced_cached"] == wanted, options
+        # Pages the kernel reclaimed again since (DAMON pageout on this VM)
+        # still count as read: `evict` cleared every shadow entry, so each
+        # one cachestat counts as evicted now was brought in by the replay.
+        assert total["traced_cached"] + total["evicted"] == wanted, options
 
 
 # ---------------------------------------------------------------------------
