@@ -428,14 +428,23 @@ static __always_inline void arm_read_context(__u32 tid, struct read_context *ctx
 	bpf_map_update_elem(&read_contexts, &tid, &fresh, BPF_ANY);
 }
 
+/* The current thread's id and read context (may be NULL); false if untraced. */
+static __always_inline bool traced_thread(__u32 *tid, struct read_context **ctx)
+{
+	if (!current_is_traced())
+		return false;
+	*tid = current_tid();
+	*ctx = bpf_map_lookup_elem(&read_contexts, tid);
+	return true;
+}
+
 static __always_inline int note_ra_trigger(struct inode *inode, __u32 cause)
 {
+	struct read_context *ctx;
 	__u32 tid;
 
-	if (!current_is_traced())
-		return 0;
-	tid = current_tid();
-	arm_read_context(tid, bpf_map_lookup_elem(&read_contexts, &tid), inode, cause);
+	if (traced_thread(&tid, &ctx))
+		arm_read_context(tid, ctx, inode, cause);
 	return 0;
 }
 
@@ -444,11 +453,7 @@ static __always_inline int note_ra_window(struct inode *inode)
 	struct read_context *ctx;
 	__u32 tid;
 
-	if (!current_is_traced())
-		return 0;
-	tid = current_tid();
-	ctx = bpf_map_lookup_elem(&read_contexts, &tid);
-	if (!armed_for(ctx, inode))
+	if (traced_thread(&tid, &ctx) && !armed_for(ctx, inode))
 		arm_read_context(tid, ctx, inode, CAUSE_FORCED_RA);
 	return 0;
 }
@@ -458,11 +463,8 @@ static __always_inline int note_read_batch_done(struct address_space *mapping)
 	struct read_context *ctx;
 	__u32 tid;
 
-	if (!current_is_traced())
-		return 0;
-	tid = current_tid();
-	ctx = bpf_map_lookup_elem(&read_contexts, &tid);
-	if (ctx && ctx->inode == (__u64)BPF_CORE_READ(mapping, host))
+	if (traced_thread(&tid, &ctx) && ctx &&
+	    ctx->inode == (__u64)BPF_CORE_READ(mapping, host))
 		ctx->armed = 0;
 	return 0;
 }
