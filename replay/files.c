@@ -1,6 +1,7 @@
 /* The trace's files: interning paths, opening them read-only without ever
  * blocking on something that is not a regular file, evicting them. */
 #include "replay.h"
+#include "array.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -61,16 +62,9 @@ static int append_file(struct replay *r, const char *path, size_t len)
 {
 	struct replay_file *file;
 
-	if (r->n_files == r->files_cap) {
-		size_t cap = r->files_cap ? r->files_cap * 2 : 64;
-		struct replay_file *grown = realloc(r->files,
-						    cap * sizeof(*grown));
-
-		if (!grown)
-			return -1;
-		r->files = grown;
-		r->files_cap = cap;
-	}
+	if (array_reserve(&r->files, &r->files_cap, r->n_files + 1,
+			  sizeof(*r->files)) < 0)
+		return -1;
 	file = &r->files[r->n_files];
 	memset(file, 0, sizeof(*file));
 	file->fd = -1;
@@ -155,7 +149,8 @@ static int open_read_only(struct replay *r, struct replay_file *file)
 			  "filesystem refuses O_DIRECT (Invalid argument); "
 			  "try --buffered");
 	else
-		skip_file(r, file, open_error_reason(errno), strerror(errno));
+		skip_file(r, file, open_error_reason(errno),
+			  errmsg_strerror(errno));
 	return -1;
 }
 
@@ -167,7 +162,8 @@ static void open_one(struct replay *r, struct replay_file *file)
 	int fd;
 
 	if (stat(file->path, &st) < 0) {
-		skip_file(r, file, open_error_reason(errno), strerror(errno));
+		skip_file(r, file, open_error_reason(errno),
+			  errmsg_strerror(errno));
 		return;
 	}
 	if (!S_ISREG(st.st_mode)) {
@@ -223,8 +219,10 @@ void open_files(struct replay *r)
 {
 	size_t i;
 
+	/* Files named only by access or map records (--used) have no pages
+	 * to replay and are left alone. */
 	for (i = 0; i < r->n_files && !r->fatal; i++)
-		if (r->files[i].state == FILE_PENDING)
+		if (r->files[i].state == FILE_PENDING && r->files[i].has_pages)
 			open_one(r, &r->files[i]);
 	rank_devices(r);
 }
@@ -242,7 +240,7 @@ void evict_files(struct replay *r)
 		err = posix_fadvise(f->fd, 0, 0, POSIX_FADV_DONTNEED);
 		if (err)
 			skip_message(r, SKIP_IO_ERROR, 0, f->path, f->path_len,
-				     "cannot evict: %s", strerror(err));
+				     "cannot evict: %s", errmsg_strerror(err));
 	}
 }
 

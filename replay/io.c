@@ -129,7 +129,8 @@ static void read_request(struct worker *w, struct request *q)
 		return;
 	}
 	if (got < 0) {
-		request_failed(w->run, q, SKIP_IO_ERROR, strerror(errno));
+		request_failed(w->run, q, SKIP_IO_ERROR,
+			       errmsg_strerror(errno));
 		return;
 	}
 	if ((uint64_t)got > q->offset - start)
@@ -184,6 +185,15 @@ static int range_resident(struct run *run, int fd, uint64_t offset,
 	return resident_by_mincore(run, fd, offset, length);
 }
 
+/* readahead(2) (and its fallback, fadvise WILLNEED) goes to
+ * force_page_cache_ra(): it reads exactly the pages asked for, with no
+ * readahead window and no read-around, so --prefetch (and --used) fill
+ * the cache with the traced pages and nothing else. A buffered read() of
+ * the range would not: a read at offset 0 starts a readahead window (16
+ * pages for a 3-page read on the test VM), and touching an mmap of the
+ * file reads around the fault (256 pages for one). The wait pass below
+ * reads through fds set to POSIX_FADV_RANDOM, which does no readahead
+ * either, should a page have been reclaimed in between. */
 static void prefetch_request(struct worker *w, struct request *q)
 {
 	struct run *run = w->run;
@@ -200,7 +210,7 @@ static void prefetch_request(struct worker *w, struct request *q)
 				    POSIX_FADV_WILLNEED);
 	}
 	if (err) {
-		request_failed(run, q, SKIP_IO_ERROR, strerror(err));
+		request_failed(run, q, SKIP_IO_ERROR, errmsg_strerror(err));
 		return;
 	}
 	q->bytes_done = q->length;
@@ -266,8 +276,9 @@ static void show_progress(struct run *run, int last)
 		fputs("\r\033[K", stderr);
 		return;
 	}
-	fprintf(stderr, "\rreplay: %zu/%zu requests, %.1f MiB, %.1f MiB/s\033[K",
-		atomic_load(&run->completed), run->r->n_requests, mib,
+	fprintf(stderr, "\r%s: %zu/%zu requests, %.1f MiB, %.1f MiB/s\033[K",
+		errmsg_tool(), atomic_load(&run->completed),
+		run->r->n_requests, mib,
 		elapsed > 0 ? mib / elapsed : 0.0);
 }
 
@@ -297,13 +308,13 @@ static int start_workers(struct run *run, struct worker *workers, int n)
 		workers[i].run = run;
 		err = posix_memalign(&workers[i].buffer, 4096, run->buffer_size);
 		if (err) {
-			fprintf(stderr, "replay: buffer: %s\n", strerror(err));
+			errmsg("buffer", "%s", errmsg_strerror(err));
 			return i;
 		}
 		err = pthread_create(&workers[i].thread, NULL, worker_main,
 				     &workers[i]);
 		if (err) {
-			fprintf(stderr, "replay: thread: %s\n", strerror(err));
+			errmsg("thread", "%s", errmsg_strerror(err));
 			free(workers[i].buffer);
 			return i;
 		}
@@ -314,7 +325,7 @@ static int start_workers(struct run *run, struct worker *workers, int n)
 static void wait_for_workers(struct run *run, struct worker *workers,
 			     int started)
 {
-	int progress = isatty(STDERR_FILENO), i;
+	int progress = !run->r->opt.quiet && isatty(STDERR_FILENO), i;
 	struct timespec tick = {0, 100 * 1000 * 1000};
 
 	while (progress && atomic_load(&run->workers_left) > 0) {
@@ -353,7 +364,8 @@ static void wait_for_prefetch(struct run *run)
 					  (size_t)q->length, q->offset) < 0) {
 			q->done = 0;
 			q->bytes_done = 0;
-			request_failed(run, q, SKIP_IO_ERROR, strerror(errno));
+			request_failed(run, q, SKIP_IO_ERROR,
+				       errmsg_strerror(errno));
 		}
 	}
 	free(buffer);

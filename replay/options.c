@@ -1,97 +1,95 @@
-/* Command line of replay. Conflicts are checked once everything is parsed,
- * so the order of options never matters. */
+/* Command line of replay (argp). Conflicts are checked once everything is
+ * parsed, so the order of options never matters. Short options are only
+ * those of the pagetrace vocabulary (-h -V -q -j); everything else is
+ * long-only. */
 #include "replay.h"
 
+#include <argp.h>
 #include <errno.h>
-#include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char usage_text[] =
-"USAGE\n"
-"  replay [OPTIONS] TRACE\n"
+#include "size.h"
+
+const char *argp_program_version = "replay (pagetrace) " REPLAY_VERSION;
+const char *argp_program_bug_address =
+	"<https://github.com/pagetrace/pagetrace/issues>";
+
+static const char doc[] =
+"Re-issues the page reads recorded in TRACE (pagetrace trace format 1 or 2,\n"
+"'-' for stdin) with O_DIRECT, measured, in the original or the on-disk\n"
+"order; or fills the page cache with them (--prefetch). Only `read`\n"
+"records are used, unless --used asks for the pages the program used.\n"
+"Never writes to any file. Installed as pagetrace-replay.\n"
 "\n"
-"Re-issues the page reads recorded in TRACE (pagetrace trace format v1, '-'\n"
-"for stdin) with O_DIRECT, measured, in the original or the on-disk order;\n"
-"or fills the page cache with them (--prefetch). Never writes to any file.\n"
+"USAGE: replay [OPTIONS] TRACE\n"
 "\n"
-"ORDER\n"
-"  (default)             original trace order\n"
-"  -s, --sorted          physical order on each device (FIEMAP), requests\n"
-"                        adjacent on disk merged again\n"
-"      --sort=KEY        KEY is original, disk (= --sorted) or file (path\n"
-"                        and offset, for filesystems without FIEMAP)\n"
-"\n"
-"GROUPING\n"
-"  -m, --max-request=BYTES  largest request, K/M/G suffixes (default 1M)\n"
-"  -G, --no-group        one request per traced page\n"
-"\n"
-"I/O\n"
-"  -b, --buffered        normal reads after evicting the files, for\n"
-"                        filesystems that refuse O_DIRECT\n"
-"  -p, --prefetch        fill the page cache (readahead) instead of reading;\n"
-"                        ranges already cached are skipped\n"
-"  -e, --evict           drop the trace's files from the page cache first\n"
-"  -q, --queue-depth=N   keep N requests in flight (threads; default 1)\n"
-"  -t, --timing          keep the trace's gaps between requests\n"
-"      --strict          stop at the first bad input\n"
-"\n"
-"OUTPUT\n"
-"  -j, --json            results as one JSON object on stdout\n"
-"  -n, --plan, --dry-run print the request plan as CSV, do no I/O\n"
-"  -h, --help            this text\n"
-"\n"
-"EXAMPLES\n"
-"  replay reads.log                       original order, O_DIRECT, timed\n"
-"  replay --sorted reads.log              on-disk order\n"
-"  replay --sorted --prefetch reads.log   fill the page cache in disk order\n"
+"EXAMPLES:\n"
+"  replay reads.log                        original order, O_DIRECT, timed\n"
+"  replay --sorted reads.log               on-disk order\n"
+"  replay --sorted --prefetch reads.log    fill the page cache in disk order\n"
+"  replay --sorted --prefetch --used used.log\n"
+"                                          only the pages the program used\n"
+"                                          (recorded with trace --used)\n"
 "  replay --plan --sorted reads.log > plan.csv\n"
-"  trace -- app | replay --evict --json -\n";
+"  replay --queue-depth 8 --max-request 256K reads.log\n"
+"  trace -- app | replay --evict --json -\n"
+"\n"
+"Exit status: 0; 1 when the trace could not be read or nothing could be\n"
+"replayed; 2 on a usage error.\n"
+"\n"
+"OPTIONS:";
 
-enum long_only { OPT_SORT = 256, OPT_STRICT };
-
-static const struct option long_options[] = {
-	{"sorted", no_argument, NULL, 's'},
-	{"sort", required_argument, NULL, OPT_SORT},
-	{"max-request", required_argument, NULL, 'm'},
-	{"no-group", no_argument, NULL, 'G'},
-	{"buffered", no_argument, NULL, 'b'},
-	{"prefetch", no_argument, NULL, 'p'},
-	{"evict", no_argument, NULL, 'e'},
-	{"queue-depth", required_argument, NULL, 'q'},
-	{"timing", no_argument, NULL, 't'},
-	{"strict", no_argument, NULL, OPT_STRICT},
-	{"json", no_argument, NULL, 'j'},
-	{"plan", no_argument, NULL, 'n'},
-	{"dry-run", no_argument, NULL, 'n'},
-	{"help", no_argument, NULL, 'h'},
-	{NULL, 0, NULL, 0},
+enum option_key {
+	OPT_SORTED = 0x100, OPT_SORT, OPT_MAX_REQUEST, OPT_NO_GROUP,
+	OPT_BUFFERED, OPT_PREFETCH, OPT_EVICT, OPT_QUEUE_DEPTH, OPT_TIMING,
+	OPT_STRICT, OPT_PLAN, OPT_USED,
 };
 
-/* "1048576", "1M", "512k": bytes, with binary suffixes. */
-static int parse_size(const char *text, uint64_t *bytes)
-{
-	unsigned long long value;
-	char *end;
-	int shift = 0;
+static const struct argp_option argp_options[] = {
+	{NULL, 0, NULL, 0, "Order:", 1},
+	{"sorted", OPT_SORTED, NULL, 0, "Physical order on each device "
+	 "(FIEMAP); requests adjacent on disk merged again", 1},
+	{"sort", OPT_SORT, "KEY", 0, "original, disk (= --sorted) or file "
+	 "(path and offset, for filesystems without FIEMAP)", 1},
+	{NULL, 0, NULL, 0, "Which pages and how grouped:", 2},
+	{"used", OPT_USED, NULL, 0, "Only the read pages the program accessed "
+	 "or had mapped (trace --used, format 2)", 2},
+	{"max-request", OPT_MAX_REQUEST, "SIZE", 0, "Largest request, K/M/G "
+	 "suffixes (default 1M)", 2},
+	{"no-group", OPT_NO_GROUP, NULL, 0, "One request per traced page", 2},
+	{NULL, 0, NULL, 0, "I/O:", 3},
+	{"buffered", OPT_BUFFERED, NULL, 0, "Normal reads after evicting the "
+	 "files, for filesystems that refuse O_DIRECT", 3},
+	{"prefetch", OPT_PREFETCH, NULL, 0, "Fill the page cache (readahead) "
+	 "instead of reading; ranges already cached are skipped", 3},
+	{"evict", OPT_EVICT, NULL, 0, "Drop the trace's files from the page "
+	 "cache first", 3},
+	{"queue-depth", OPT_QUEUE_DEPTH, "N", 0, "Keep N requests in flight "
+	 "(threads, 1 to 256; default 1)", 3},
+	{"timing", OPT_TIMING, NULL, 0, "Keep the trace's gaps between "
+	 "requests", 3},
+	{"strict", OPT_STRICT, NULL, 0, "Stop at the first bad input", 3},
+	{NULL, 0, NULL, 0, "Output:", 4},
+	{"json", 'j', NULL, 0, "Results as one JSON object on stdout", 4},
+	{"plan", OPT_PLAN, NULL, 0, "Print the request plan as CSV, do no I/O",
+	 4},
+	{"dry-run", OPT_PLAN, NULL, OPTION_ALIAS, NULL, 4},
+	{"quiet", 'q', NULL, 0, "No summary and no progress line on stderr "
+	 "(problems are still reported)", 4},
+	/* -h as in every pagetrace tool; argp itself only knows -?. */
+	{NULL, 'h', NULL, OPTION_HIDDEN, NULL, 5},
+	{NULL, 0, NULL, 0, NULL, 0},
+};
 
-	errno = 0;
-	if (text[0] < '0' || text[0] > '9')
-		return -1;
-	value = strtoull(text, &end, 10);
-	if (errno)
-		return -1;
-	switch (*end) {
-	case 'k': case 'K': shift = 10; end++; break;
-	case 'm': case 'M': shift = 20; end++; break;
-	case 'g': case 'G': shift = 30; end++; break;
-	}
-	if (*end || value > (UINT64_MAX >> shift))
-		return -1;
-	*bytes = (uint64_t)value << shift;
-	return 0;
-}
+/* What parse_options needs besides the options themselves. */
+struct parse_state {
+	struct options *opt;
+	int order_options;   /* how many of --sorted/--sort were given */
+	enum replay_order first_order;
+	int buffered, prefetch;
+};
 
 static int parse_order(const char *text, enum replay_order *order)
 {
@@ -106,111 +104,136 @@ static int parse_order(const char *text, enum replay_order *order)
 	return 0;
 }
 
-static int usage_error(const char *fmt, const char *arg)
+static int parse_queue_depth(const char *text, int *depth)
 {
-	fprintf(stderr, "replay: ");
-	fprintf(stderr, fmt, arg);
-	fprintf(stderr, "\nTry 'replay --help'.\n");
-	return -1;
-}
+	unsigned long value;
+	char *end;
 
-struct seen {
-	int order_options;   /* how many of --sorted/--sort were given */
-	enum replay_order first_order;
-	int buffered, prefetch;
-};
-
-static int check_conflicts(const struct options *opt, const struct seen *seen)
-{
-	if (seen->order_options > 1 && opt->order != seen->first_order)
-		return usage_error("%s", "--sorted and --sort=KEY disagree");
-	if (seen->buffered && seen->prefetch)
-		return usage_error("%s", "--buffered and --prefetch conflict");
-	if (opt->json && opt->plan)
-		return usage_error("%s", "--json and --plan both write stdout");
-	if (!opt->grouped && opt->max_request_given)
-		return usage_error("%s", "--no-group and --max-request conflict");
-	if (opt->timing && opt->order != ORDER_ORIGINAL)
-		return usage_error("%s", "--timing needs the original order");
-	if (opt->plan && opt->evict)
-		return usage_error("%s", "--plan does no I/O: drop --evict");
-	if (opt->max_request == 0)
-		return usage_error("%s", "--max-request must be positive");
+	errno = 0;
+	value = strtoul(text, &end, 10);
+	if (errno || *end || text[0] < '1' || text[0] > '9' ||
+	    value > MAX_QUEUE_DEPTH)
+		return -1;
+	*depth = (int)value;
 	return 0;
 }
 
-static int parse_one(int c, const char *arg, struct options *opt,
-		     struct seen *seen)
+static void check_conflicts(struct argp_state *state)
 {
-	enum replay_order order = ORDER_SORTED;
-	unsigned long depth;
-	char *end;
+	const struct parse_state *ps = state->input;
+	const struct options *opt = ps->opt;
 
-	switch (c) {
-	case OPT_SORT:
-		if (parse_order(arg, &order) < 0)
-			return usage_error("unknown sort key '%s'", arg);
-		/* fall through */
-	case 's':
-		if (seen->order_options++ == 0)
-			seen->first_order = order;
-		opt->order = order;
-		return 0;
-	case 'm':
-		if (parse_size(arg, &opt->max_request) < 0)
-			return usage_error("bad --max-request '%s'", arg);
-		opt->max_request_given = 1;
-		return 0;
-	case 'G': opt->grouped = 0; return 0;
-	case 'b': opt->mode = MODE_BUFFERED; seen->buffered = 1; return 0;
-	case 'p': opt->mode = MODE_PREFETCH; seen->prefetch = 1; return 0;
-	case 'e': opt->evict = 1; return 0;
-	case 't': opt->timing = 1; return 0;
-	case OPT_STRICT: opt->strict = 1; return 0;
-	case 'j': opt->json = 1; return 0;
-	case 'n': opt->plan = 1; return 0;
-	case 'q':
-		errno = 0;
-		depth = strtoul(arg, &end, 10);
-		if (errno || *end || arg[0] < '1' || arg[0] > '9' ||
-		    depth > MAX_QUEUE_DEPTH)
-			return usage_error("bad --queue-depth '%s' (1 to 256)",
-					   arg);
-		opt->queue_depth = (int)depth;
-		return 0;
-	}
-	return usage_error("%s", "unknown option");
+	if (ps->order_options > 1 && opt->order != ps->first_order)
+		argp_error(state, "--sorted and --sort=KEY disagree");
+	if (ps->buffered && ps->prefetch)
+		argp_error(state, "--buffered and --prefetch conflict");
+	if (opt->json && opt->plan)
+		argp_error(state, "--json and --plan both write stdout");
+	if (!opt->grouped && opt->max_request_given)
+		argp_error(state, "--no-group and --max-request conflict");
+	if (opt->timing && opt->order != ORDER_ORIGINAL)
+		argp_error(state, "--timing needs the original order");
+	if (opt->plan && opt->evict)
+		argp_error(state, "--plan does no I/O: drop --evict");
+	if (opt->max_request == 0)
+		argp_error(state, "--max-request must be positive");
 }
 
-/* Returns 0 to go on, 1 after --help, -1 on a usage error. */
-int parse_options(int argc, char **argv, struct options *opt)
+static void set_order(struct parse_state *ps, enum replay_order order)
 {
-	struct seen seen = {0, ORDER_ORIGINAL, 0, 0};
-	int c;
+	if (ps->order_options++ == 0)
+		ps->first_order = order;
+	ps->opt->order = order;
+}
+
+/* The options that take no argument and only set a flag. */
+static int parse_flag(int key, struct parse_state *ps)
+{
+	struct options *opt = ps->opt;
+
+	switch (key) {
+	case OPT_NO_GROUP: opt->grouped = 0; return 0;
+	case OPT_BUFFERED:
+		opt->mode = MODE_BUFFERED;
+		ps->buffered = 1;
+		return 0;
+	case OPT_PREFETCH:
+		opt->mode = MODE_PREFETCH;
+		ps->prefetch = 1;
+		return 0;
+	case OPT_EVICT: opt->evict = 1; return 0;
+	case OPT_TIMING: opt->timing = 1; return 0;
+	case OPT_STRICT: opt->strict = 1; return 0;
+	case OPT_PLAN: opt->plan = 1; return 0;
+	case OPT_USED: opt->used = 1; return 0;
+	case 'j': opt->json = 1; return 0;
+	case 'q': opt->quiet = 1; return 0;
+	}
+	return -1;
+}
+
+static error_t parse_arg(int key, char *arg, struct argp_state *state)
+{
+	struct parse_state *ps = state->input;
+	struct options *opt = ps->opt;
+	enum replay_order order = ORDER_ORIGINAL;
+
+	switch (key) {
+	case OPT_SORTED:
+		set_order(ps, ORDER_SORTED);
+		return 0;
+	case OPT_SORT:
+		if (parse_order(arg, &order) < 0)
+			argp_error(state, "unknown sort key '%s'", arg);
+		set_order(ps, order);
+		return 0;
+	case OPT_MAX_REQUEST:
+		if (parse_size(arg, &opt->max_request) < 0)
+			argp_error(state, "bad --max-request '%s' (a size: "
+				   "bytes, K, M or G)", arg);
+		opt->max_request_given = 1;
+		return 0;
+	case OPT_QUEUE_DEPTH:
+		if (parse_queue_depth(arg, &opt->queue_depth) < 0)
+			argp_error(state, "bad --queue-depth '%s' (1 to 256)",
+				   arg);
+		return 0;
+	case 'h':
+		argp_state_help(state, state->out_stream, ARGP_HELP_STD_HELP);
+		return 0;
+	case ARGP_KEY_ARG:
+		if (opt->trace)
+			argp_error(state, "more than one TRACE");
+		opt->trace = arg;
+		return 0;
+	case ARGP_KEY_END:
+		if (!opt->trace)
+			argp_error(state, "no TRACE given");
+		check_conflicts(state);
+		return 0;
+	}
+	return parse_flag(key, ps) == 0 ? 0 : ARGP_ERR_UNKNOWN;
+}
+
+/* Parses the command line into OPT; usage errors, --help and --version
+ * exit (status 2, 0, 0). */
+void parse_options(int argc, char **argv, struct options *opt)
+{
+	static const struct argp argp = {argp_options, parse_arg, "TRACE", doc,
+					 NULL, NULL, NULL};
+	struct parse_state ps = {opt, 0, ORDER_ORIGINAL, 0, 0};
 
 	memset(opt, 0, sizeof(*opt));
 	opt->grouped = 1;
 	opt->max_request = DEFAULT_MAX_REQUEST;
 	opt->queue_depth = 1;
-	while ((c = getopt_long(argc, argv, "sm:Gbpeq:tjnh", long_options,
-				NULL)) != -1) {
-		if (c == 'h') {
-			fputs(usage_text, stdout);
-			return 1;
-		}
-		if (c == '?')
-			return usage_error("%s", "bad option");
-		if (parse_one(c, optarg, opt, &seen) < 0)
-			return -1;
+	argp_err_exit_status = 2;
+	/* argp_error() exits, so a non-zero return is only out of memory. */
+	if (argp_parse(&argp, argc, argv, 0, NULL, &ps) != 0) {
+		errmsg(NULL, "out of memory");
+		exit(1);
 	}
-	if (optind != argc - 1)
-		return usage_error("%s", optind == argc ?
-				   "no TRACE given" : "more than one TRACE");
-	opt->trace = argv[optind];
-	if (check_conflicts(opt, &seen) < 0)
-		return -1;
 	/* Buffered reads only measure anything on a cold cache. */
 	if (opt->mode == MODE_BUFFERED)
 		opt->evict = 1;
-	return 0;
 }

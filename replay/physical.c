@@ -1,6 +1,7 @@
 /* Where a file's bytes are on its device (FIEMAP) and how O_DIRECT I/O on
  * it must be aligned (statx DIOALIGN, else BLKSSZGET on the device). */
 #include "replay.h"
+#include "array.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -24,16 +25,9 @@
 static int append_extent(struct replay_file *file, size_t *cap,
 			 const struct fiemap_extent *fe)
 {
-	if (file->n_extents == *cap) {
-		size_t new_cap = *cap ? *cap * 2 : 16;
-		struct extent *grown = realloc(file->extents,
-					       new_cap * sizeof(*grown));
-
-		if (!grown)
-			return -1;
-		file->extents = grown;
-		*cap = new_cap;
-	}
+	if (array_reserve(&file->extents, cap, file->n_extents + 1,
+			  sizeof(*file->extents)) < 0)
+		return -1;
 	file->extents[file->n_extents].logical = fe->fe_logical;
 	file->extents[file->n_extents].physical = fe->fe_physical;
 	file->extents[file->n_extents].length = fe->fe_length;
@@ -84,19 +78,22 @@ cleanup:
 
 void map_file_extents(struct replay *r, struct replay_file *file)
 {
+	char *what;
+
 	if (read_extents(file) == 0)
 		return;
-	file->fiemap_failed = 1;
 	free(file->extents);
 	file->extents = NULL;
 	file->n_extents = 0;
 	/* Only --sorted depends on it; elsewhere an empty physical_offset
 	 * column says enough. */
 	if (r->opt.order == ORDER_SORTED) {
-		fputs("replay: ", stderr);
-		print_escaped_path(file);
-		fprintf(stderr, ": FIEMAP failed (%s); ordering this file by "
-			"offset\n", strerror(errno));
+		int err = errno;
+
+		what = escaped_path(file->path, file->path_len);
+		errmsg(what ? what : "(path)", "FIEMAP failed (%s); ordering "
+		       "this file by offset", errmsg_strerror(err));
+		free(what);
 	}
 }
 

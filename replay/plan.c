@@ -1,6 +1,7 @@
 /* From a trace to the list of requests replay issues: loading the pages,
  * grouping, ordering (original, physical, file) and merging again. */
 #include "replay.h"
+#include "array.h"
 #include "tracefile.h"
 
 #include <errno.h>
@@ -22,15 +23,9 @@ static const char *special_path_reason(const char *path, size_t len)
 static int append_page(struct replay *r, size_t file,
 		       const struct tracefile_record *rec)
 {
-	if (r->n_pages == r->pages_cap) {
-		size_t cap = r->pages_cap ? r->pages_cap * 2 : 1024;
-		struct page *grown = realloc(r->pages, cap * sizeof(*grown));
-
-		if (!grown)
-			return -1;
-		r->pages = grown;
-		r->pages_cap = cap;
-	}
+	if (array_reserve(&r->pages, &r->pages_cap, r->n_pages + 1,
+			  sizeof(*r->pages)) < 0)
+		return -1;
 	r->pages[r->n_pages].file = file;
 	r->pages[r->n_pages].offset = rec->offset;
 	r->pages[r->n_pages].timestamp_us = rec->timestamp_us;
@@ -47,12 +42,18 @@ static void line_message(struct replay *r, const struct tracefile *tf,
 	skip_message(r, reason, 1, where, strlen(where), "%s", why);
 }
 
-/* Checks a well-formed record against what replay can do with it. Special
- * paths are interned like files (so each is reported once) but marked
- * skipped. Returns -1 when out of memory. */
+static int is_special_path(const char *path, size_t len)
+{
+	return len >= 2 && path[0] == '/' && path[1] == '/';
+}
+
+/* Checks a well-formed read record against what replay can do with it.
+ * Special paths are interned like files (so each is reported once) but
+ * marked skipped. Returns -1 when out of memory. */
 static int add_record(struct replay *r, const struct tracefile *tf,
 		      const struct tracefile_record *rec)
 {
+	struct replay_file *f;
 	long file;
 
 	if (memchr(rec->path, '\0', rec->path_len)) {
@@ -71,16 +72,97 @@ static int add_record(struct replay *r, const struct tracefile *tf,
 	file = intern_file(r, rec->path, rec->path_len);
 	if (file < 0)
 		return -1;
-	if ((size_t)file == r->n_files - 1 && rec->path_len >= 2 &&
-	    rec->path[0] == '/' && rec->path[1] == '/' &&
-	    r->files[file].state == FILE_PENDING) {
-		r->files[file].state = FILE_SKIPPED;
-		r->files[file].skip = SKIP_SPECIAL_PATH;
+	f = &r->files[file];
+	if (is_special_path(rec->path, rec->path_len) && !f->special_reported) {
+		f->special_reported = 1;
+		f->state = FILE_SKIPPED;
+		f->skip = SKIP_SPECIAL_PATH;
 		skip_message(r, SKIP_SPECIAL_PATH, 0, rec->path, rec->path_len,
 			     "%s", special_path_reason(rec->path,
 						       rec->path_len));
 	}
 	return append_page(r, (size_t)file, rec);
+}
+
+/* --used: remembers the page of an access or map record. Records whose
+ * path replay could not use anyway are left out silently: the read
+ * records of the same page are reported. */
+static int note_used(struct replay *r, const struct tracefile_record *rec)
+{
+	long file;
+
+	if (memchr(rec->path, '\0', rec->path_len) || rec->path_len == 0 ||
+	    rec->path[0] != '/' || is_special_path(rec->path, rec->path_len))
+		return 0;
+	file = intern_file(r, rec->path, rec->path_len);
+	if (file < 0)
+		return -1;
+	if (array_reserve(&r->used, &r->used_cap, r->n_used + 1,
+			  sizeof(*r->used)) < 0)
+		return -1;
+	r->used[r->n_used].file = (size_t)file;
+	r->used[r->n_used].offset = rec->offset;
+	r->n_used++;
+	return 0;
+}
+
+static int compare_used(const void *pa, const void *pb)
+{
+	const struct used_page *a = pa, *b = pb;
+
+	if (a->file != b->file)
+		return a->file < b->file ? -1 : 1;
+	return a->offset < b->offset ? -1 : a->offset > b->offset;
+}
+
+/* --used: keeps the read pages that also have an access or map record,
+ * in trace order. */
+static void select_used_pages(struct replay *r)
+{
+	size_t i, kept = 0;
+
+	qsort(r->used, r->n_used, sizeof(*r->used), compare_used);
+	for (i = 0; i < r->n_pages; i++) {
+		struct used_page key = {r->pages[i].file, r->pages[i].offset};
+
+		if (bsearch(&key, r->used, r->n_used, sizeof(*r->used),
+			    compare_used))
+			r->pages[kept++] = r->pages[i];
+		else
+			r->unused_pages++;
+	}
+	r->n_pages = kept;
+	/* A trace whose read pages were all unused has nothing to do, and
+	 * that is no failure. */
+	r->n_records -= r->unused_pages;
+}
+
+/* --used needs a trace that says which pages were used. */
+static int check_used_recorded(struct replay *r, const struct tracefile *tf)
+{
+	unsigned used_kinds = 1u << TRACEFILE_KIND_ACCESS |
+			      1u << TRACEFILE_KIND_MAP;
+
+	if (tf->version >= 2 && (tf->kinds_declared & used_kinds) &&
+	    r->kind_records[TRACEFILE_KIND_ACCESS] +
+	    r->kind_records[TRACEFILE_KIND_MAP] > 0)
+		return 0;
+	errmsg(tf->name, "--used needs access records, and this trace "
+	       "(format version %d) has none: record it with trace --used",
+	       tf->version);
+	r->fatal = 1;   /* said why: no "nothing could be replayed" */
+	return -1;
+}
+
+static int take_record(struct replay *r, const struct tracefile *tf,
+		       const struct tracefile_record *rec)
+{
+	r->kind_records[rec->kind]++;
+	if (rec->kind == TRACEFILE_KIND_READ) {
+		r->n_records++;
+		return add_record(r, tf, rec);
+	}
+	return r->opt.used ? note_used(r, rec) : 0;
 }
 
 static int read_records(struct replay *r, struct tracefile *tf)
@@ -91,26 +173,38 @@ static int read_records(struct replay *r, struct tracefile *tf)
 	while (!r->fatal && (status = tracefile_next(tf, &rec)) !=
 	       TRACEFILE_EOF) {
 		if (status == TRACEFILE_ERROR) {
-			fprintf(stderr, "replay: %s: %s\n", tf->name, tf->error);
+			errmsg(tf->name, "%s", tf->error);
 			return -1;
 		}
-		r->n_records++;
 		if (status == TRACEFILE_MALFORMED) {
-			line_message(r, tf, tracefile_defect_is_offset(tf->defect) ?
-				     SKIP_BAD_OFFSET : SKIP_MALFORMED, tf->error);
+			r->n_records++;
+			line_message(r, tf,
+				     tracefile_defect_is_offset(tf->defect) ?
+				     SKIP_BAD_OFFSET : SKIP_MALFORMED,
+				     tf->error);
 			continue;
 		}
-		if (add_record(r, tf, rec) < 0) {
-			fprintf(stderr, "replay: %s\n", strerror(ENOMEM));
+		if (take_record(r, tf, rec) < 0) {
+			errmsg(NULL, "out of memory");
 			return -1;
 		}
 	}
 	r->page_size = tf->page_size;
 	if (tf->trailer.present && tf->trailer.lost > 0)
-		fprintf(stderr, "replay: %s: warning: the trace is incomplete, "
-			"the tracer lost %llu events\n", tf->name,
-			(unsigned long long)tf->trailer.lost);
-	return r->fatal ? -1 : 0;
+		errmsg(tf->name, "warning: the trace is incomplete, the tracer "
+		       "lost %llu events",
+		       (unsigned long long)tf->trailer.lost);
+	if (r->fatal || (r->opt.used && check_used_recorded(r, tf) < 0))
+		return -1;
+	return 0;
+}
+
+static void mark_files_with_pages(struct replay *r)
+{
+	size_t i;
+
+	for (i = 0; i < r->n_pages; i++)
+		r->files[r->pages[i].file].has_pages = 1;
 }
 
 int load_trace(struct replay *r)
@@ -122,15 +216,18 @@ int load_trace(struct replay *r)
 	int ret = -1;
 
 	if (!in) {
-		fprintf(stderr, "replay: %s: %s\n", name, strerror(errno));
+		errmsg(name, "%s", errmsg_strerror(errno));
 		return -1;
 	}
 	if (tracefile_init(&tf, in, from_stdin ? "<stdin>" : name) < 0) {
-		fprintf(stderr, "replay: %s\n", strerror(errno));
+		errmsg(NULL, "out of memory");
 		goto cleanup;
 	}
 	ret = read_records(r, &tf);
 	tracefile_close(&tf);
+	if (ret == 0 && r->opt.used)
+		select_used_pages(r);
+	mark_files_with_pages(r);
 cleanup:
 	if (!from_stdin)
 		fclose(in);
@@ -140,16 +237,8 @@ cleanup:
 static struct request *push_request(struct request **reqs, size_t *n,
 				    size_t *cap)
 {
-	if (*n == *cap) {
-		size_t new_cap = *cap ? *cap * 2 : 256;
-		struct request *grown = realloc(*reqs,
-						new_cap * sizeof(*grown));
-
-		if (!grown)
-			return NULL;
-		*reqs = grown;
-		*cap = new_cap;
-	}
+	if (array_reserve(reqs, cap, *n + 1, sizeof(**reqs)) < 0)
+		return NULL;
 	memset(&(*reqs)[*n], 0, sizeof(**reqs));
 	return &(*reqs)[(*n)++];
 }

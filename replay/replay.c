@@ -3,31 +3,28 @@
  * (--prefetch). Never opens anything for writing. See replay.1. */
 #include "replay.h"
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
 
-#include "tracefile.h"
-
 /* One line per bad input, `replay: PATH: reason`; COUNT pages are added
  * to the REASON tally. Under --strict the first one stops the replay. */
 void skip_message(struct replay *r, enum skip_reason reason, uint64_t count,
 		  const char *path, size_t path_len, const char *fmt, ...)
 {
+	char *what = escaped_path(path, path_len);
 	va_list ap;
 
 	r->skipped[reason] += count;
-	fputs("replay: ", stderr);
-	tracefile_write_escaped(stderr, path, path_len, NULL);
-	fputs(": ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	verrmsg(what ? what : "(path)", fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
+	free(what);
 	if (r->opt.strict && !r->fatal) {
-		fputs("replay: stopping (--strict)\n", stderr);
+		errmsg(NULL, "stopping (--strict)");
 		__atomic_store_n(&r->fatal, 1, __ATOMIC_RELAXED);
 	}
 }
@@ -51,17 +48,16 @@ static int replay_trace(struct replay *r)
 	if (load_trace(r) < 0)
 		return -1;
 	if (r->opt.grouped && r->opt.max_request < r->page_size) {
-		fprintf(stderr, "replay: --max-request %llu is smaller than the "
-			"trace's page size %llu\n",
-			(unsigned long long)r->opt.max_request,
-			(unsigned long long)r->page_size);
+		errmsg("--max-request", "%llu is smaller than the trace's "
+		       "page size %llu", (unsigned long long)r->opt.max_request,
+		       (unsigned long long)r->page_size);
 		return -2;
 	}
 	open_files(r);
 	if (r->fatal)
 		return -1;
 	if (build_plan(r) < 0) {
-		fputs("replay: out of memory\n", stderr);
+		errmsg(NULL, "out of memory");
 		return -1;
 	}
 	if (r->fatal)
@@ -75,7 +71,8 @@ static int replay_trace(struct replay *r)
 	if (r->fatal || run_requests(r) < 0)
 		return -1;
 	count_seeks(r);
-	print_summary(r);
+	if (!r->opt.quiet)
+		print_summary(r);
 	if (r->fatal)
 		return -1;
 	if (r->opt.json)
@@ -99,19 +96,19 @@ static void raise_open_file_limit(void)
 int main(int argc, char **argv)
 {
 	struct replay r;
-	int parsed, status, failed;
+	int status, failed;
 
 	memset(&r, 0, sizeof(r));
-	parsed = parse_options(argc, argv, &r.opt);
-	if (parsed != 0)
-		return parsed > 0 ? 0 : 2;
+	errmsg_init(program_invocation_short_name);
+	parse_options(argc, argv, &r.opt);
 	raise_open_file_limit();
 	status = replay_trace(&r);
 	failed = status < 0 || job_failed(&r);
 	if (failed && status != -2 && !r.fatal && r.n_records > 0)
-		fputs("replay: nothing could be replayed\n", stderr);
+		errmsg(NULL, "nothing could be replayed");
 	close_files(&r);
 	free(r.pages);
+	free(r.used);
 	free(r.requests);
 	return status == -2 ? 2 : failed ? 1 : 0;
 }

@@ -7,6 +7,10 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "errmsg.h"
+#include "tracefile.h"
+
+#define REPLAY_VERSION "0.2.0"
 /* Chosen by measurement, see docs/replay.md: on the test VM O_DIRECT
  * throughput stops growing at about this request size. */
 #define DEFAULT_MAX_REQUEST (1024 * 1024)
@@ -42,6 +46,8 @@ struct options {
 	int strict;
 	int json;
 	int plan;
+	int used;                 /* --used: only read pages also accessed */
+	int quiet;
 };
 
 struct extent {
@@ -61,7 +67,8 @@ struct replay_file {
 	uint64_t align;            /* O_DIRECT offset/length alignment */
 	struct extent *extents;    /* sorted by logical offset */
 	size_t n_extents;
-	int fiemap_failed;
+	int has_pages;             /* pages to replay: open it */
+	int special_reported;      /* a // path, reported once */
 	int short_reported;
 	size_t device_rank;        /* order of first appearance of dev */
 	int used;                  /* at least one request completed */
@@ -72,6 +79,12 @@ struct page {
 	size_t file;
 	uint64_t offset;
 	uint64_t timestamp_us;
+};
+
+/* A page with an access or map record (--used). */
+struct used_page {
+	size_t file;
+	uint64_t offset;
 };
 
 struct request {
@@ -102,7 +115,12 @@ struct replay {
 	size_t index_cap;
 	struct page *pages;
 	size_t n_pages, pages_cap;
-	size_t n_records;          /* well-formed or not, for the exit status */
+	size_t n_records;          /* read records, well-formed or not, for
+				      the exit status */
+	uint64_t kind_records[TRACEFILE_KIND_COUNT]; /* well-formed, by kind */
+	struct used_page *used;    /* --used: access and map records */
+	size_t n_used, used_cap;
+	uint64_t unused_pages;     /* read pages left out by --used */
 	struct request *requests;
 	size_t n_requests;
 	uint64_t skipped[SKIP_COUNT];
@@ -116,7 +134,7 @@ void skip_message(struct replay *r, enum skip_reason reason, uint64_t count,
 	__attribute__((format(printf, 6, 7)));
 
 /* options.c */
-int parse_options(int argc, char **argv, struct options *opt);
+void parse_options(int argc, char **argv, struct options *opt);
 
 /* files.c */
 long intern_file(struct replay *r, const char *path, size_t path_len);
@@ -142,6 +160,6 @@ int run_requests(struct replay *r);
 void print_plan(const struct replay *r);
 void print_json(const struct replay *r);
 void print_summary(const struct replay *r);
-void print_escaped_path(const struct replay_file *file);
+char *escaped_path(const char *path, size_t len);
 
 #endif

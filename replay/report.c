@@ -5,6 +5,7 @@
 #include "tracefile.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/sysmacros.h>
 
@@ -49,10 +50,22 @@ static uint64_t max_request_bytes(const struct replay *r)
 }
 
 /* Paths in messages and CSV are escaped as in the trace, so that one line
- * stays one line whatever the name. */
-void print_escaped_path(const struct replay_file *file)
+ * stays one line whatever the name. Returns a new string, NULL when out of
+ * memory. */
+char *escaped_path(const char *path, size_t len)
 {
-	tracefile_write_escaped(stderr, file->path, file->path_len, NULL);
+	char *text = NULL;
+	size_t text_len = 0;
+	FILE *out = open_memstream(&text, &text_len);
+
+	if (!out)
+		return NULL;
+	tracefile_write_escaped(out, path, len, NULL);
+	if (fclose(out) != 0) {
+		free(text);
+		return NULL;
+	}
+	return text;
 }
 
 void print_plan(const struct replay *r)
@@ -108,14 +121,20 @@ void print_json(const struct replay *r)
 	       (unsigned long long)s->seeks,
 	       (unsigned long long)s->seek_distance);
 	print_json_skipped(r);
-	fputs("}\n", stdout);
+	printf(", \"used\": %s, \"trace_records\": {\"read\": %llu, "
+	       "\"access\": %llu, \"map\": %llu}, \"unused_pages\": %llu}\n",
+	       r->opt.used ? "true" : "false",
+	       (unsigned long long)r->kind_records[TRACEFILE_KIND_READ],
+	       (unsigned long long)r->kind_records[TRACEFILE_KIND_ACCESS],
+	       (unsigned long long)r->kind_records[TRACEFILE_KIND_MAP],
+	       (unsigned long long)r->unused_pages);
 }
 
 static void print_skipped_summary(const struct replay *r)
 {
 	int i, any = 0;
 
-	fputs("replay: skipped pages:", stderr);
+	fprintf(stderr, "%s: skipped pages:", errmsg_tool());
 	for (i = 0; i < SKIP_COUNT; i++) {
 		if (!r->skipped[i])
 			continue;
@@ -126,30 +145,51 @@ static void print_skipped_summary(const struct replay *r)
 	fputs(any ? "\n" : " none\n", stderr);
 }
 
+/* Access and map records (trace --used) are used only with --used. */
+static void print_kinds_summary(const struct replay *r)
+{
+	uint64_t access = r->kind_records[TRACEFILE_KIND_ACCESS];
+	uint64_t map = r->kind_records[TRACEFILE_KIND_MAP];
+
+	if (r->opt.used)
+		fprintf(stderr, "%s: --used: %llu read pages used, %llu left "
+			"out as unused\n", errmsg_tool(),
+			(unsigned long long)r->n_pages,
+			(unsigned long long)r->unused_pages);
+	else if (access + map > 0)
+		fprintf(stderr, "%s: %llu access and %llu map records ignored "
+			"(--used replays only the used pages)\n", errmsg_tool(),
+			(unsigned long long)access, (unsigned long long)map);
+}
+
 void print_summary(const struct replay *r)
 {
 	const struct replay_stats *s = &r->stats;
+	const char *tool = errmsg_tool();
 
-	fprintf(stderr, "replay: %s order, %s, %s up to %llu bytes, "
-		"queue depth %d\n", order_name(r->opt.order),
-		mode_name(r->opt.mode), r->opt.grouped ? "grouped" : "ungrouped",
+	fprintf(stderr, "%s: %s order, %s, %s up to %llu bytes, "
+		"queue depth %d\n", tool, order_name(r->opt.order),
+		mode_name(r->opt.mode),
+		r->opt.grouped ? "grouped" : "ungrouped",
 		(unsigned long long)max_request_bytes(r), r->opt.queue_depth);
-	fprintf(stderr, "replay: %llu requests, %llu bytes (%.1f MiB) from %llu "
-		"files in %.3f s: %.1f MiB/s\n",
+	fprintf(stderr, "%s: %llu requests, %llu bytes (%.1f MiB) from %llu "
+		"files in %.3f s: %.1f MiB/s\n", tool,
 		(unsigned long long)s->requests, (unsigned long long)s->bytes,
 		(double)s->bytes / (1024.0 * 1024.0),
 		(unsigned long long)s->files, s->elapsed_s, mib_per_s(s));
-	fprintf(stderr, "replay: mean request %.0f bytes, %llu seeks, seek "
-		"distance %llu bytes\n", mean_request_bytes(s),
+	fprintf(stderr, "%s: mean request %.0f bytes, %llu seeks, seek "
+		"distance %llu bytes\n", tool, mean_request_bytes(s),
 		(unsigned long long)s->seeks,
 		(unsigned long long)s->seek_distance);
 	if (r->opt.mode == MODE_PREFETCH)
-		fprintf(stderr, "replay: %llu requests already cached, not "
-			"prefetched\n", (unsigned long long)s->already_resident);
+		fprintf(stderr, "%s: %llu requests already cached, not "
+			"prefetched\n", tool,
+			(unsigned long long)s->already_resident);
 	if (r->opt.timing && s->late_requests)
-		fprintf(stderr, "replay: --timing: %llu requests started late, "
-			"worst by %.1f ms\n",
+		fprintf(stderr, "%s: --timing: %llu requests started late, "
+			"worst by %.1f ms\n", tool,
 			(unsigned long long)s->late_requests,
 			(double)s->worst_lateness_us / 1000.0);
+	print_kinds_summary(r);
 	print_skipped_summary(r);
 }

@@ -5,13 +5,18 @@
  *   tracefile-dump [--lines] TRACE
  *
  * JSON output mirrors expected/NAME.json (strings as json_string() writes
- * them, see json.h). Malformed
- * lines are also reported on stderr as TRACE:LINE: reason. Exit status: 0,
- * or 1 when the trace could not be read at all (unknown version, I/O).
+ * them, see json.h); in version 2 the kind is the first of the extra
+ * fields. Malformed lines are also reported on stderr as
+ * `tracefile-dump: TRACE:LINE: reason`. Exit status: 0, 1 when the trace
+ * was refused (empty, binary, unknown version, bad header) or could not be
+ * read, 2 on a usage error.
  */
+#include "array.h"
+#include "errmsg.h"
 #include "json.h"
 #include "tracefile.h"
 
+#include <argp.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,16 +64,22 @@ static void json_tail(FILE *out, const struct tracefile *tf,
 	for (i = 0; i < n_malformed; i++)
 		fprintf(out, "%s%zu", i ? ", " : "", malformed[i]);
 	fputs("],\n \"trailer\": ", out);
-	if (t->present)
-		fprintf(out, "{\"pages\": %llu, \"bytes\": %llu, \"files\": %llu, "
-			"\"duration_us\": %llu, \"lost\": %llu}",
-			(unsigned long long)t->pages,
-			(unsigned long long)t->bytes,
-			(unsigned long long)t->files,
-			(unsigned long long)t->duration_us,
-			(unsigned long long)t->lost);
-	else
-		fputs("null", out);
+	if (!t->present) {
+		fputs("null\n}\n", out);
+		return;
+	}
+	fprintf(out, "{\"pages\": %llu, \"bytes\": %llu, \"files\": %llu, "
+		"\"duration_us\": %llu, \"lost\": %llu",
+		(unsigned long long)t->pages, (unsigned long long)t->bytes,
+		(unsigned long long)t->files,
+		(unsigned long long)t->duration_us,
+		(unsigned long long)t->lost);
+	/* Version 2 trailers also count access and map records. */
+	if (tf->version >= 2)
+		fprintf(out, ", \"accessed\": %llu, \"mapped\": %llu",
+			(unsigned long long)t->accessed,
+			(unsigned long long)t->mapped);
+	fputs("}", out);
 	fputs("\n}\n", out);
 }
 
@@ -104,29 +115,26 @@ static void json_unsupported(FILE *out, const char *version)
 
 struct line_list {
 	size_t *lines;
-	size_t n;
+	size_t n, cap;
 };
 
 static int note_malformed(struct line_list *list, const struct tracefile *tf)
 {
-	size_t *grown = realloc(list->lines, (list->n + 1) * sizeof(*grown));
-
-	if (!grown)
+	if (array_reserve(&list->lines, &list->cap, list->n + 1,
+			  sizeof(*list->lines)) < 0)
 		return -1;
-	list->lines = grown;
 	list->lines[list->n++] = tf->line_no;
-	fprintf(stderr, "%s:%zu: %s\n", tf->name, tf->line_no, tf->error);
+	errmsg(NULL, "%s:%zu: %s", tf->name, tf->line_no, tf->error);
 	return 0;
 }
 
-/* Records go out as they are parsed, but the header (which the records
- * may change, e.g. page-size) only after the first record or EOF, so the
- * JSON is buffered in memory until the end. */
+/* The JSON is buffered in memory until the end, so that a file refused
+ * as a whole, or an I/O error, leaves no half-written object on stdout. */
 static int dump(struct tracefile *tf, int as_lines)
 {
 	char *body = NULL;
 	size_t body_len = 0;
-	struct line_list malformed = {NULL, 0};
+	struct line_list malformed = {NULL, 0, 0};
 	FILE *records = open_memstream(&body, &body_len);
 	const struct tracefile_record *rec;
 	enum tracefile_status status;
@@ -160,8 +168,9 @@ cleanup:
 	if (ret && tf->unsupported_version && !as_lines)
 		json_unsupported(stdout, tf->unsupported_version);
 	if (ret && tf->error[0])
-		fprintf(stderr, "tracefile-dump: %s: %s\n", tf->name,
-			tf->error);
+		errmsg(tf->name, "%s", tf->error);
+	else if (ret)
+		errmsg(tf->name, "%s", errmsg_strerror(errno));
 	if (records)
 		fclose(records);
 	free(body);
@@ -169,31 +178,83 @@ cleanup:
 	return ret;
 }
 
+const char *argp_program_version = "tracefile-dump (pagetrace) 0.2.0";
+
+static const char doc[] =
+"Prints what the C trace parser (replay/tracefile.c) makes of TRACE, as\n"
+"JSON like samples/expected/NAME.json, or one line per record. TRACE '-'\n"
+"reads stdin. A test tool: it is not installed.\n"
+"\v"
+"EXAMPLES\n"
+"  tracefile-dump samples/basic.log\n"
+"  tracefile-dump --lines samples/used.log\n"
+"  trace -- ls | tracefile-dump -\n"
+"\n"
+"Exit status: 0; 1 when the trace was refused or could not be read; 2 on\n"
+"a usage error.\n";
+
+enum { OPT_LINES = 0x100 };
+
+static const struct argp_option argp_options[] = {
+	{"lines", OPT_LINES, NULL, 0,
+	 "one line per record: line number, then the fields re-escaped", 0},
+	/* -h as in every pagetrace tool; argp itself only knows -?. */
+	{NULL, 'h', NULL, OPTION_HIDDEN, NULL, 0},
+	{NULL, 0, NULL, 0, NULL, 0},
+};
+
+struct dump_args {
+	const char *path;
+	int as_lines;
+};
+
+static error_t parse_arg(int key, char *arg, struct argp_state *state)
+{
+	struct dump_args *args = state->input;
+
+	switch (key) {
+	case OPT_LINES:
+		args->as_lines = 1;
+		return 0;
+	case 'h':
+		argp_state_help(state, state->out_stream, ARGP_HELP_STD_HELP);
+		return 0;
+	case ARGP_KEY_ARG:
+		if (args->path)
+			argp_error(state, "more than one TRACE");
+		args->path = arg;
+		return 0;
+	case ARGP_KEY_END:
+		if (!args->path)
+			argp_error(state, "no TRACE given");
+		return 0;
+	}
+	return ARGP_ERR_UNKNOWN;
+}
+
 int main(int argc, char **argv)
 {
+	static const struct argp argp = {argp_options, parse_arg, "TRACE", doc,
+					 NULL, NULL, NULL};
+	struct dump_args args = {NULL, 0};
 	struct tracefile tf;
-	const char *path;
-	int as_lines = 0, ret = 1;
+	int ret = 1;
 	FILE *in;
 
-	if (argc == 3 && strcmp(argv[1], "--lines") == 0)
-		as_lines = 1;
-	else if (argc != 2) {
-		fprintf(stderr, "usage: tracefile-dump [--lines] TRACE\n");
+	errmsg_init("tracefile-dump");
+	argp_err_exit_status = 2;
+	if (argp_parse(&argp, argc, argv, 0, NULL, &args) != 0)
 		return 2;
-	}
-	path = argv[argc - 1];
-	in = strcmp(path, "-") == 0 ? stdin : fopen(path, "r");
+	in = strcmp(args.path, "-") == 0 ? stdin : fopen(args.path, "r");
 	if (!in) {
-		fprintf(stderr, "tracefile-dump: %s: %s\n", path,
-			strerror(errno));
+		errmsg(args.path, "%s", errmsg_strerror(errno));
 		return 1;
 	}
-	if (tracefile_init(&tf, in, path) < 0) {
-		fprintf(stderr, "tracefile-dump: %s\n", strerror(errno));
+	if (tracefile_init(&tf, in, args.path) < 0) {
+		errmsg(NULL, "%s", errmsg_strerror(errno));
 		goto cleanup;
 	}
-	ret = dump(&tf, as_lines);
+	ret = dump(&tf, args.as_lines);
 	tracefile_close(&tf);
 cleanup:
 	if (in != stdin)

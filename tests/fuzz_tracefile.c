@@ -1,4 +1,5 @@
-/* libFuzzer target for the trace format v1 parser (replay/tracefile.c).
+/* libFuzzer target for the trace format parser (replay/tracefile.c),
+ * versions 1 and 2.
  * Built and run by `make -C replay fuzz-check`:
  *   clang -fsanitize=fuzzer,address,undefined tests/fuzz_tracefile.c \
  *         replay/tracefile.c
@@ -15,9 +16,17 @@ static void check_record(const struct tracefile *tf,
 			 const struct tracefile_record *rec)
 {
 	/* Offsets of records handed out are page-aligned, and the path and
-	 * extra columns are terminated where their lengths say. */
+	 * extra columns are terminated where their lengths say; a version 1
+	 * record is a read, a version 2 one has a declared kind. */
 	if (rec->offset % tf->page_size != 0 || rec->path[rec->path_len] != '\0' ||
-	    rec->line_no != tf->line_no)
+	    rec->line_no != tf->line_no || rec->kind >= TRACEFILE_KIND_COUNT)
+		abort();
+	if (tf->version == 1 && rec->kind != TRACEFILE_KIND_READ)
+		abort();
+	if (tf->version == 2 && (rec->n_extra == 0 ||
+				 !(tf->kinds_declared & (1u << rec->kind)) ||
+				 strcmp(rec->extra[0],
+					tracefile_kind_name(rec->kind)) != 0))
 		abort();
 }
 

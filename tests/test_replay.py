@@ -23,7 +23,8 @@ PAGE = 4096
 JSON_KEYS = ["tool", "format", "trace", "order", "mode", "grouped",
              "max_request_bytes", "queue_depth", "requests", "pages", "bytes",
              "files", "elapsed_s", "mib_per_s", "mean_request_bytes", "seeks",
-             "seek_distance_bytes", "skipped"]
+             "seek_distance_bytes", "skipped", "used", "trace_records",
+             "unused_pages"]
 SKIP_KEYS = ["missing", "not_regular", "short_file", "malformed",
              "bad_offset", "special_path", "odirect_refused", "io_error"]
 
@@ -77,6 +78,17 @@ def trace_text(pages, header=True, step_us=10):
     for i, page in enumerate(pages):
         ts = page[2] if len(page) > 2 else 1_700_000_000_000_000 + i * step_us
         lines.append(f"{ts} {escape(page[0])} {page[1]}")
+    return "\n".join(lines) + "\n"
+
+
+def trace_v2(records, kinds="read access map"):
+    """A version 2 trace of RECORDS, [(path, offset, kind)], in order."""
+    lines = ["# pagetrace-format: 2", "# page-size: 4096",
+             "# columns: timestamp_us path offset kind",
+             f"# records: {kinds}"]
+    for i, (path, offset, kind) in enumerate(records):
+        lines.append(f"{1_700_000_000_000_000 + i * 10} {escape(path)} "
+                     f"{offset} {kind}")
     return "\n".join(lines) + "\n"
 
 
@@ -406,6 +418,160 @@ def test_stdin_trace(fs):
     assert json.loads(result.stdout)["bytes"] == 4 * PAGE
 
 
+# --- trace --used (format 2) ---------------------------------------------
+
+def used_trace(fs, seed=31):
+    """A v2 trace: reads of a subset of a, b and tail; access records for
+    some of them, map records for others; access records for pages that
+    were never read (not replayed: they were cached already) and for a
+    file with no read at all (plain: never opened). Returns the trace and
+    the set of used read pages."""
+    rng = random.Random(seed)
+    reads = traced_subset(fs, seed)
+    records = [(p, off, "read") for p, off in reads]
+    used = set()
+    for p, off in reads:
+        roll = rng.random()
+        if roll < 0.35:
+            used.add((p, off))
+            records.append((p, off, "access"))
+        elif roll < 0.5:
+            used.add((p, off))
+            records.append((p, off, "map"))
+    read_set = set(reads)
+    unread = [pg for pg in all_pages(fs.a, fs.b) if pg not in read_set][:20]
+    records += [(p, off, "access") for p, off in unread]
+    records += [(fs.plain, 0, "access"), (fs.plain, PAGE, "map")]
+    # A page accessed twice, and accessed before it was read, still counts
+    # once.
+    first = sorted(used)[0]
+    records.insert(0, (first[0], first[1], "access"))
+    return trace_v2(records), used, reads
+
+
+@pytest.mark.parametrize("order", [[], ["--sorted"]], ids=["original",
+                                                          "sorted"])
+def test_prefetch_used_makes_exactly_used_pages_resident(fs, tmp_path,
+                                                         order):
+    text, used, reads = used_trace(fs)
+    files = [fs.a, fs.b, fs.tail, fs.plain]
+    for p in files:
+        loopimg.evict(p)
+    result, err = run_json(["--prefetch", "--used", *order], text, tmp_path)
+    # Ground truth from the kernel: every used page and nothing else,
+    # not a page of readahead around them, nothing of plain.
+    assert residency(files) == used
+    assert result["used"] is True and result["requests"] > 0
+    assert result["pages"] == len(used)
+    assert result["unused_pages"] == len(reads) - len(used)
+    assert result["trace_records"]["read"] == len(reads)
+    assert f"--used: {len(used)} read pages used" in err
+
+
+def test_prefetch_without_used_makes_all_read_pages_resident(fs, tmp_path):
+    text, used, reads = used_trace(fs, seed=37)
+    files = [fs.a, fs.b, fs.tail, fs.plain]
+    for p in files:
+        loopimg.evict(p)
+    result, err = run_json(["--prefetch", "--sorted"], text, tmp_path)
+    assert residency(files) == set(reads)
+    assert result["used"] is False and result["unused_pages"] == 0
+    kinds = result["trace_records"]
+    assert kinds["read"] == len(reads)
+    assert kinds["access"] + kinds["map"] > len(used)
+    assert f"{kinds['access']} access and {kinds['map']} map records " \
+        "ignored" in err
+
+
+def test_used_sorted_plan_is_the_plan_of_the_used_pages(fs, tmp_path):
+    text, used, reads = used_trace(fs, seed=41)
+    used_in_trace_order = [pg for pg in reads if pg in used]
+    rows = plan(["--sorted", "--used"], text, tmp_path)
+    assert rows == plan(["--sorted"], trace_text(used_in_trace_order),
+                        tmp_path)
+    # On-disk order (filefrag), requests of whole used pages only.
+    positions = [phys for _, _, _, phys in rows]
+    assert positions == sorted(positions)
+    covered = {(p, off + i) for p, off, length, _ in rows
+               for i in range(0, length, PAGE)}
+    assert covered == used
+
+
+def test_used_groups_adjacent_used_pages(fs, tmp_path):
+    pages = [(fs.plain, i * PAGE) for i in range(8)]
+    records = [(p, off, "read") for p, off in pages]
+    records += [(fs.plain, i * PAGE, "access") for i in (0, 1, 2, 5, 6)]
+    rows = plan(["--used"], trace_v2(records), tmp_path)
+    assert [(off, length) for _, off, length, _ in rows] == [
+        (0, 3 * PAGE), (5 * PAGE, 2 * PAGE)]
+
+
+@pytest.mark.parametrize("text", [
+    "# pagetrace-format: 1\n1 {plain} 0\n",
+    "1 {plain} 0\n",
+    "# pagetrace-format: 2\n# records: read\n1 {plain} 0 read\n",
+    "# pagetrace-format: 2\n# records: read access map\n1 {plain} 0 read\n",
+], ids=["v1", "headerless", "v2-read-only", "v2-no-access-records"])
+def test_used_needs_access_records(fs, tmp_path, text):
+    result = run_replay(["--used", "--prefetch"],
+                        text.format(plain=fs.plain), tmp_path)
+    assert result.returncode == 1
+    assert result.stderr.splitlines() == [
+        f"replay: {tmp_path / 'trace.log'}: --used needs access records, "
+        f"and this trace (format version {2 if 'records' in text else 1}) "
+        "has none: record it with trace --used"]
+
+
+def test_used_with_no_used_page_does_nothing(fs, tmp_path):
+    records = [(fs.plain, 0, "read"), (fs.plain, PAGE, "access")]
+    out, err = run_json(["--used"], trace_v2(records), tmp_path)
+    assert (out["requests"], out["unused_pages"]) == (0, 1)
+
+
+def test_v2_default_replays_read_records_only(fs, tmp_path):
+    records = [(fs.plain, 0, "read"), (fs.plain, PAGE, "access"),
+               (fs.plain, 2 * PAGE, "map"), (fs.plain, 3 * PAGE, "read")]
+    rows = plan([], trace_v2(records), tmp_path)
+    assert [(off, length) for _, off, length, _ in rows] == [
+        (0, PAGE), (3 * PAGE, PAGE)]
+
+
+def test_trace_used_then_prefetch_used_end_to_end(fs, tmp_path):
+    """The real tracer: a program maps a file and touches 3 pages, and
+    preads a fourth; fault read-around reads hundreds. replay --used then
+    prefetches the touched pages and what fault-around mapped next to
+    them, and nothing else of what was read."""
+    tracer = TOP / "tracer" / "trace"
+    assert os.access(tracer, os.X_OK), f"{tracer} is not built: run make"
+    path = os.path.join(fs.mnt, "mapped")
+    loopimg.write_file(path, 4 << 20, seed=5)
+    loopimg.evict(path)
+    touched = {3, 100, 700}
+    program = (f"import mmap, os\nfd = os.open({path!r}, os.O_RDONLY)\n"
+               "m = mmap.mmap(fd, 4 << 20, prot=mmap.PROT_READ)\n"
+               f"for page in {sorted(touched)}:\n    m[page * 4096]\n"
+               "os.pread(fd, 4096, 900 * 4096)\n")
+    log = tmp_path / "used.log"
+    subprocess.run([str(tracer), "--used", "-q", "-o", str(log), "--",
+                    "python3", "-c", program], check=True, timeout=60,
+                   capture_output=True)
+    kinds = {}
+    for line in log.read_text().splitlines():
+        fields = line.split()
+        if not line.startswith("#") and fields[1] == path:
+            kinds.setdefault(fields[3], set()).add(int(fields[2]))
+    read = kinds["read"]
+    used = read & (kinds.get("access", set()) | kinds.get("map", set()))
+    loopimg.evict(path)
+    out, _ = run_json(["--used", "--prefetch", "--sorted"],
+                      log.read_text(errors="surrogateescape"), tmp_path)
+    resident = loopimg.resident_pages(path)
+    assert {p * PAGE for p in touched | {900}} <= resident
+    assert resident == used
+    assert len(resident) * 10 < len(read)
+    assert out["unused_pages"] >= len(read - used)
+
+
 # --- output --------------------------------------------------------------
 
 def test_json_has_exactly_the_documented_keys(fs, tmp_path):
@@ -460,11 +626,65 @@ def test_progress_line_only_on_a_terminal(fs, tmp_path):
 
 
 def test_help_and_usage_errors():
-    result = subprocess.run([str(REPLAY), "--help"], capture_output=True,
-                            text=True)
-    assert result.returncode == 0
-    assert "USAGE" in result.stdout and "EXAMPLES" in result.stdout
+    for flag in ("--help", "-h"):
+        result = subprocess.run([str(REPLAY), flag], capture_output=True,
+                                text=True)
+        assert result.returncode == 0
+        assert "USAGE" in result.stdout and "EXAMPLES" in result.stdout
+        assert "--used" in result.stdout
     assert subprocess.run([str(REPLAY)], capture_output=True).returncode == 2
+
+
+def test_version():
+    for flag in ("--version", "-V"):
+        result = subprocess.run([str(REPLAY), flag], capture_output=True,
+                                text=True)
+        assert result.returncode == 0
+        assert re.fullmatch(r"replay \(pagetrace\) \d+\.\d+\.\d+\n",
+                            result.stdout)
+
+
+@pytest.mark.parametrize("flag", ["-p", "-n", "-s", "-m", "-G", "-b", "-e",
+                                  "-t"])
+def test_old_short_options_are_gone(flag, tmp_path):
+    # Issue 11: -p is a pid, -n a number of runs, -q quiet in every tool.
+    result = run_replay([flag], "", tmp_path)
+    assert result.returncode == 2
+    assert "invalid option" in result.stderr
+
+
+@pytest.mark.parametrize("size, expected", [
+    ("4096", 4096), ("64k", 65536), ("64K", 65536), ("2M", 2 << 20),
+    ("1g", 1 << 30), ("17179869183G", 17179869183 << 30),
+    ("17179869184G", None), ("0x1000", None), ("-4096", None),
+    (" 4096", None), ("4KB", None), ("4 K", None), ("", None)])
+def test_max_request_sizes(fs, tmp_path, size, expected):
+    # The shared size parser of lib/: bytes, or K/M/G for powers of 1024.
+    result = run_replay(["--json", "-q", "--max-request", size],
+                        trace_text([(fs.plain, 0)]), tmp_path)
+    if expected is None:
+        assert result.returncode == 2
+        assert f"bad --max-request '{size}'" in result.stderr
+    else:
+        assert result.returncode == 0, result.stderr
+        assert json.loads(result.stdout)["max_request_bytes"] == expected
+
+
+def test_quiet_prints_only_problems(fs, tmp_path):
+    text = trace_text([(fs.plain, 0), (f"{fs.mnt}/nope", 0)])
+    for flag in ("-q", "--quiet"):
+        result = run_replay([flag], text, tmp_path)
+        assert result.returncode == 0
+        assert result.stderr == f"replay: {fs.mnt}/nope: No such file or " \
+            "directory\n"
+
+
+def test_queue_depth_and_json_short_options(fs, tmp_path):
+    out, _ = run_json(["-q", "--queue-depth", "2"],
+                      trace_text([(fs.plain, 0)]), tmp_path)
+    assert out["queue_depth"] == 2
+    result = run_replay(["-j", "-q"], trace_text([(fs.plain, 0)]), tmp_path)
+    assert json.loads(result.stdout)["bytes"] == PAGE
 
 
 @pytest.mark.parametrize("args, message", [
@@ -499,10 +719,11 @@ BAD_INPUTS = {
     "short_file": (("{mnt}/tail", 65536), "short_file",
                    "file is 10000 bytes, shorter than traced offset 65536"),
     "malformed": ("1 {mnt}/plain", "malformed", "fewer than three fields"),
-    "bad_escape": ("1 {mnt}/pl\\9ain 0", "malformed", "backslash"),
+    "bad_escape": ("1 {mnt}/pl\\9ain 0", "malformed", "bad escape in path"),
     "relative": ("1 plain 0", "malformed", "path is not absolute"),
     "nul_in_path": ("1 {mnt}/pl\\000ain 0", "malformed", "NUL byte"),
-    "negative": ("1 {mnt}/plain -4096", "bad_offset", "negative offset"),
+    "negative": ("1 {mnt}/plain -4096", "bad_offset",
+                 "offset is not an unsigned integer"),
     "unaligned": ("1 {mnt}/plain 4097", "bad_offset",
                   "not a multiple of page-size"),
     "huge_64bit": ("1 {mnt}/plain 18446744073709551616", "bad_offset",
@@ -562,10 +783,32 @@ def test_bad_input_reported_once_per_file(fs, tmp_path):
 
 
 def test_unknown_version_is_rejected(tmp_path):
-    result = run_replay([], "# pagetrace-format: 2\n1 /etc/hostname 0\n",
+    result = run_replay([], "# pagetrace-format: 3\n1 /etc/hostname 0\n",
                         tmp_path)
     assert result.returncode == 1
-    assert "unsupported trace format version '2'" in result.stderr
+    assert "unsupported trace format version '3'" in result.stderr
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("", "empty file"),
+    ("{good}\x00\n", "binary data (NUL byte), not a trace"),
+    ("# page-size: 4000\n{good}", "bad page-size '4000'"),
+    ("# pagetrace-format: 2\n# records: read\n# columns: timestamp_us "
+     "path offset comm\n{good}", "bad header: columns: version 2 needs "
+     "'kind' as the fourth name, not 'comm'"),
+    ("# pagetrace-format: 2\n{good}", "bad header: no records key "
+     "(version 2 needs it)"),
+], ids=["empty", "nul", "page-size", "columns", "records"])
+def test_refused_trace_replays_nothing(fs, tmp_path, text, reason):
+    # The good record comes before the defect: nothing may be read.
+    good = f"1 {fs.plain} 0\n"
+    loopimg.evict(fs.plain)
+    result = run_replay(["--json", "--buffered"], text.format(good=good),
+                        tmp_path)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr == f"replay: {tmp_path / 'trace.log'}: {reason}\n"
+    assert residency([fs.plain]) == set()
 
 
 def test_lost_events_warn(fs, tmp_path):

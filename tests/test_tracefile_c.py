@@ -44,19 +44,24 @@ def test_sample_matches_expected(log):
 
 
 def test_malformed_lines_reported_with_line_numbers():
-    result = dump(SAMPLES / "malformed.log")
-    lines = result.stderr.decode().splitlines()
-    numbers = [int(line.split(":")[1]) for line in lines]
-    assert numbers == [4, 5, 6, 7, 8, 10]
-    assert all(line.startswith(f"{SAMPLES / 'malformed.log'}:")
-               for line in lines)
-    assert "not a multiple of page-size" in lines[1]
+    log = SAMPLES / "malformed.log"
+    result = dump(log)
+    assert result.stderr.decode().splitlines() == [
+        f"tracefile-dump: {log}:4: fewer than three fields",
+        f"tracefile-dump: {log}:5: offset 4097 is not a multiple of "
+        "page-size 4096",
+        f"tracefile-dump: {log}:6: timestamp is not an unsigned integer",
+        f"tracefile-dump: {log}:7: offset is not an unsigned integer",
+        f"tracefile-dump: {log}:8: bad escape in path",
+        f"tracefile-dump: {log}:10: offset is not an unsigned integer"]
 
 
 def test_unknown_version_error_names_it():
     result = dump(SAMPLES / "unknown-version.log")
     assert result.returncode == 1
-    assert b"version '2'" in result.stderr
+    assert result.stderr.decode() == (
+        f"tracefile-dump: {SAMPLES / 'unknown-version.log'}: unsupported "
+        "trace format version '3' (this reader knows 1, 2)\n")
 
 
 def test_headerless_trace_is_version_1():
@@ -73,10 +78,102 @@ def test_page_size_header_sets_alignment():
     assert parsed["malformed_lines"] == [3]
 
 
-def test_bad_page_size_is_fatal():
-    result = dump(text="# page-size: 1000\n1 /a 0\n")
+@pytest.mark.parametrize("value", ["1000", "256", "2147483648", "4k",
+                                   "+4096", "", "4096x"])
+def test_bad_page_size_is_fatal(value):
+    result = dump(text=f"# page-size: {value}\n1 /a 0\n")
     assert result.returncode == 1
-    assert b"bad page-size '1000'" in result.stderr
+    assert result.stderr.decode() == \
+        f"tracefile-dump: -: bad page-size '{value}'\n"
+    assert b"records" not in result.stdout
+
+
+V2_HEADER = ("# pagetrace-format: 2\n# columns: timestamp_us path offset kind"
+             "\n# records: read access map\n")
+
+
+@pytest.mark.parametrize("data, reason", [
+    (b"", "empty file"),
+    (b"1 /a 0\n2 /a 4096\n\x003 /a 8192\n", "binary data (NUL byte), "
+     "not a trace"),
+    (b"# pagetrace-format: 2\n# records: read\n1 /a 0 read\n# \x00\n",
+     "binary data (NUL byte), not a trace"),
+    (b"# pagetrace-format: 1.0\n1 /a 0\n", "unsupported trace format "
+     "version '1.0' (this reader knows 1, 2)"),
+    (b"# pagetrace-format: 0\n", "unsupported trace format version '0' "
+     "(this reader knows 1, 2)"),
+    # Version first, then page-size, whatever their order in the header.
+    (b"# page-size: 3\n# pagetrace-format: 9\n1 /a 0\n",
+     "unsupported trace format version '9' (this reader knows 1, 2)"),
+    (b"# pagetrace-format: 2\n# columns: timestamp_us path offset\n"
+     b"# records: read\n1 /a 0 read\n",
+     "bad header: columns: version 2 needs 'kind' as the fourth name"),
+    (b"# pagetrace-format: 2\n# columns: timestamp_us path offset pid\n"
+     b"# records: read\n1 /a 0 read\n", "bad header: columns: version 2 "
+     "needs 'kind' as the fourth name, not 'pid'"),
+    (b"# pagetrace-format: 2\n1 /a 0 read\n",
+     "bad header: no records key (version 2 needs it)"),
+    (b"# pagetrace-format: 2\n# records: read write\n1 /a 0 read\n",
+     "bad header: records: unknown record kind 'write'"),
+])
+def test_refused_file(data, reason):
+    result = subprocess.run([str(DUMP), "-"], input=data,
+                            capture_output=True, timeout=30)
+    assert result.returncode == 1
+    assert result.stderr.decode() == f"tracefile-dump: -: {reason}\n"
+    assert b"records" not in result.stdout
+
+
+def test_version_2_without_columns_has_kind_fourth():
+    parsed = json.loads(dump(text="# pagetrace-format: 2\n# records: read\n"
+                             "1 /a 0 read\n").stdout)
+    assert parsed["columns"] == ["timestamp_us", "path", "offset", "kind"]
+    assert parsed["records"] == [[1, "/a", 0, ["read"]]]
+
+
+def test_version_2_trailer_counts_access_and_map_records():
+    parsed = json.loads(dump(text=V2_HEADER + "1 /a 0 read\n2 /a 0 access\n"
+                             "# end: pages=1 lost=0 accessed=1\n").stdout)
+    assert parsed["trailer"] == {"pages": 1, "bytes": 0, "files": 0,
+                                 "duration_us": 0, "lost": 0, "accessed": 1,
+                                 "mapped": 0}
+
+
+def test_header_values_lose_carriage_returns():
+    text = ("# pagetrace-format: 2\r\n# page-size: 8192\r\n# columns: "
+            "timestamp_us path offset kind\r\n# records: read map\r\n"
+            "1 /a 8192 map\n")
+    parsed = json.loads(dump(text=text).stdout)
+    assert (parsed["version"], parsed["page_size"]) == (2, 8192)
+    assert parsed["records"] == [[1, "/a", 8192, ["map"]]]
+
+
+def test_carriage_return_lines_are_blank_also_in_the_header():
+    text = "# page-size: 8192\r\n\r\n \t\r\n# columns: a b c x\r\n1 /a 0\r\n"
+    result = dump(text=text)
+    parsed = json.loads(result.stdout)
+    assert parsed["columns"] == ["a", "b", "c", "x"]
+    assert parsed["page_size"] == 8192
+    assert parsed["malformed_lines"] == [5]
+
+
+def test_lines_output_of_version_2(tmp_path):
+    out = dump(SAMPLES / "used.log", lines=True).stdout.decode()
+    assert out.splitlines()[4] == ("12 1763784000000005 /usr/lib/libfoo.so "
+                                   "4096 access 100 100 app fault 254:1 12")
+
+
+def test_usage_help_and_version():
+    assert subprocess.run([str(DUMP)], capture_output=True).returncode == 2
+    assert subprocess.run([str(DUMP), "a", "b"],
+                          capture_output=True).returncode == 2
+    helped = subprocess.run([str(DUMP), "--help"], capture_output=True,
+                            text=True)
+    assert helped.returncode == 0 and "EXAMPLES" in helped.stdout
+    version = subprocess.run([str(DUMP), "--version"], capture_output=True,
+                             text=True)
+    assert version.returncode == 0
+    assert version.stdout.startswith("tracefile-dump ")
 
 
 def test_header_keys_after_first_record_are_ignored():
@@ -94,22 +191,79 @@ def test_last_trailer_wins_and_unknown_keys_ignored():
 
 
 @pytest.mark.parametrize("line, reason", [
-    ("1 /a\\40b 0", b"backslash"),          # two octal digits only
-    ("1 /a\\400 0", b"backslash"),          # \400 names no byte
-    ("1 /a\\ 0", b"backslash"),             # trailing backslash
-    ("18446744073709551616 /a 0", b"timestamp"),   # 2^64
-    ("1 /a 18446744073709551616", b"64 bits"),
-    ("1 /a -0", b"negative"),
-    ("1 /a 0x1000", b"not an unsigned integer"),
-    ("1 /a 4096\r", b"not an unsigned integer"),  # CRLF is not a separator
-    ("1 /a 0 comm\\9", b"extra column"),
+    ("1 /a", "fewer than three fields"),
+    ("1 /a\\40b 0", "bad escape in path"),   # two octal digits only
+    ("1 /a\\400 0", "bad escape in path"),   # \\400 names no byte
+    ("1 /a\\ 0", "bad escape in path"),      # trailing backslash
+    ("18446744073709551615 /a 0 x", None),     # 2^64 - 1 is fine
+    ("18446744073709551616 /a 0", "timestamp does not fit in 64 bits"),
+    ("\u00b2 /a 0", "timestamp is not an unsigned integer"),  # superscript 2
+    ("\u0661 /a 0", "timestamp is not an unsigned integer"),  # Arabic 1
+    ("-1 /a 0", "timestamp is not an unsigned integer"),
+    ("1 /a 18446744073709551616", "offset does not fit in 64 bits"),
+    ("1 /a -0", "offset is not an unsigned integer"),
+    ("1 /a -4096", "offset is not an unsigned integer"),
+    ("1 /a +4096", "offset is not an unsigned integer"),
+    ("1 /a 0x1000", "offset is not an unsigned integer"),
+    ("1 /a 4\u00b2", "offset is not an unsigned integer"),
+    ("1 /a 4097", "offset 4097 is not a multiple of page-size 4096"),
+    ("1 /a 0 comm\\9", "bad escape in an extra column"),
+    # A carriage return is not a separator: it is reported as such, last.
+    ("1 /a 4096\r", "carriage return at end of line (CRLF line endings?)"),
+    ("1 /a 4096 x\r", "carriage return at end of line (CRLF line endings?)"),
+    # First failing check wins, in the order of the spec.
+    ("x /a 4097", "timestamp is not an unsigned integer"),
+    ("1 /a\\9 4097", "offset 4097 is not a multiple of page-size 4096"),
+    ("1 /a\\9 0 x\\9", "bad escape in path"),
+    ("x /a\r", "fewer than three fields"),
+    ("x /a 0\r", "timestamp is not an unsigned integer"),
 ])
 def test_malformed_record(line, reason):
     result = dump(text=f"0 /ok 0\n{line}\n")
     parsed = json.loads(result.stdout)
+    assert result.returncode == 0
+    if reason is None:
+        assert parsed["malformed_lines"] == [] and not result.stderr
+        return
     assert parsed["malformed_lines"] == [2]
     assert len(parsed["records"]) == 1
-    assert reason in result.stderr
+    assert result.stderr.decode() == f"tracefile-dump: -:2: {reason}\n"
+
+
+@pytest.mark.parametrize("line, reason", [
+    ("1 /a 0", "no record kind"),
+    ("1 /a", "fewer than three fields"),
+    ("1 /a 0 write", "unknown record kind 'write'"),
+    ("1 /a 0 READ", "unknown record kind 'READ'"),
+    ("1 /a 0 r\\040d", "unknown record kind 'r\\040d'"),
+    ("1 /a 0 map", "record kind 'map' not declared in the records header"),
+    ("x /a 0 write", "timestamp is not an unsigned integer"),
+    ("1 /a 1 write", "offset 1 is not a multiple of page-size 4096"),
+    ("1 /a\\9 0 write", "bad escape in path"),
+    ("1 /a 0 re\\9d", "bad escape in an extra column"),
+    ("1 /a 0 write\r", "unknown record kind 'write'"),
+    ("1 /a 0 access\r", "carriage return at end of line (CRLF line "
+     "endings?)"),
+])
+def test_malformed_version_2_record(line, reason):
+    text = ("# pagetrace-format: 2\n# columns: timestamp_us path offset "
+            "kind comm\n# records: read access\n"
+            f"0 /ok 0 read\n{line}\n1 /ok 0 access x\n")
+    result = dump(text=text)
+    parsed = json.loads(result.stdout)
+    assert result.returncode == 0
+    assert parsed["malformed_lines"] == [5]
+    assert parsed["records"] == [[0, "/ok", 0, ["read"]],
+                                 [1, "/ok", 0, ["access", "x"]]]
+    assert result.stderr.decode() == f"tracefile-dump: -:5: {reason}\n"
+
+
+def test_all_records_malformed_is_still_read():
+    result = dump(text="# pagetrace-format: 2\n# records: read\n1 /a 0\n"
+                  "2 /a 0 map\n")
+    assert result.returncode == 0
+    parsed = json.loads(result.stdout)
+    assert parsed["records"] == [] and parsed["malformed_lines"] == [3, 4]
 
 
 def test_undecodable_bytes_round_trip_like_surrogateescape():

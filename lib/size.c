@@ -1,0 +1,37 @@
+/* See size.h. */
+#include "size.h"
+
+#include <errno.h>
+#include <stdlib.h>
+
+static int suffix_shift(char c)
+{
+	switch (c) {
+	case 'k': case 'K': return 10;
+	case 'm': case 'M': return 20;
+	case 'g': case 'G': return 30;
+	case '\0': return 0;
+	}
+	return -1;
+}
+
+int parse_size(const char *text, uint64_t *bytes)
+{
+	unsigned long long value;
+	char *end;
+	int shift;
+
+	/* strtoull would take blanks, signs and "0x" too. */
+	if (text[0] < '0' || text[0] > '9')
+		return -1;
+	errno = 0;
+	value = strtoull(text, &end, 10);
+	if (errno)
+		return -1;
+	shift = suffix_shift(*end);
+	if (shift < 0 || (shift > 0 && end[1] != '\0') ||
+	    value > (UINT64_MAX >> shift))
+		return -1;
+	*bytes = (uint64_t)value << shift;
+	return 0;
+}
