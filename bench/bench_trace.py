@@ -3,8 +3,9 @@
 
 The workload (bench/fault-storm.c) takes COUNT single-page faults on a cold
 1 GiB file mapped with MADV_RANDOM: one read from storage per fault, as many
-events per second as the device gives. Untraced, `trace`, and `readpage.bt`
-runs alternate round by round in one session, so that drift on a noisy
+events per second as the device gives. Untraced, `trace`, `trace --used`
+(which also records the first access of every page) and `readpage.bt` runs
+alternate round by round in one session, so that drift on a noisy
 machine hits all three alike; the file is evicted before every run. The
 time compared is the workload's own (it prints it), not the tools' start-up.
 
@@ -30,7 +31,8 @@ stats = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(stats)
 
 TRACE = os.path.join(REPO, "tracer", "trace")
-READPAGE_BT = os.path.join(REPO, "tracer", "readpage.bt")
+# The wrapper mounts tracefs privately where it is absent.
+READPAGE = os.path.join(REPO, "tracer", "readpage")
 WORK_DIR = "/var/tmp/pagetrace-bench"
 GiB = 1 << 30
 
@@ -74,9 +76,9 @@ def run_untraced(cmd):
     return workload_seconds(out), None, 0
 
 
-def run_trace(cmd):
+def run_trace(cmd, *options):
     with tempfile.NamedTemporaryFile(dir=WORK_DIR, suffix=".log") as log:
-        proc = subprocess.run([TRACE, "-q", "--allow-lost", "-o", log.name, "--", *cmd],
+        proc = subprocess.run([TRACE, "-q", "--allow-lost", *options, "-o", log.name, "--", *cmd],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError("trace failed: " + proc.stderr)
@@ -86,7 +88,7 @@ def run_trace(cmd):
 
 
 def run_readpage_bt(cmd):
-    proc = subprocess.run(["bpftrace", READPAGE_BT, "-c", " ".join(cmd)],
+    proc = subprocess.run([READPAGE, "--raw", "-c", " ".join(cmd)],
                           capture_output=True, text=True, errors="replace")
     if proc.returncode != 0:
         raise RuntimeError("bpftrace failed: " + proc.stderr[-2000:])
@@ -95,17 +97,24 @@ def run_readpage_bt(cmd):
     return workload_seconds(proc.stdout), records, lost
 
 
-MODES = [("untraced", run_untraced), ("trace", run_trace), ("readpage.bt", run_readpage_bt)]
+def run_trace_used(cmd):
+    """trace --used: also every first access (here one per fault, through
+    mm_filemap_fault) and the page-state bitmaps; records counted are reads."""
+    return run_trace(cmd, "--used")
 
 
-def measure(rounds, count, file_size):
+MODES = [("untraced", run_untraced), ("trace", run_trace), ("trace --used", run_trace_used),
+         ("readpage.bt", run_readpage_bt)]
+
+
+def measure(rounds, count, file_size, modes):
     binary = build_workload()
     path = make_file(file_size)
     cmd = [binary, path, str(count)]
-    results = {name: {"seconds": [], "events": [], "lost": 0} for name, _ in MODES}
+    results = {name: {"seconds": [], "events": [], "lost": 0} for name, _ in modes}
     for r in range(rounds):
         # Rotate the order every round, so no mode always runs first.
-        order = MODES[r % len(MODES):] + MODES[:r % len(MODES)]
+        order = modes[r % len(modes):] + modes[:r % len(modes)]
         for name, runner in order:
             evict(path)
             seconds, events, lost = runner(cmd)
@@ -120,7 +129,7 @@ def measure(rounds, count, file_size):
 def summarize(results, count):
     base = sum(results["untraced"]["seconds"]) / len(results["untraced"]["seconds"])
     rows = []
-    for name, _ in MODES:
+    for name in results:
         secs = results[name]["seconds"]
         mean, lo, hi = stats.mean_ci(secs)
         events = results[name]["events"]
@@ -153,10 +162,17 @@ def main():
     parser.add_argument("--count", type=int, default=200000, help="faults per run")
     parser.add_argument("--file-size-mib", type=int, default=1024)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--modes", default=",".join(name for name, _ in MODES),
+                        help="comma-separated, from: " + ", ".join(name for name, _ in MODES))
     args = parser.parse_args()
+    known = dict(MODES)
+    wanted = [m.strip() for m in args.modes.split(",")]
+    if "untraced" not in wanted or any(m not in known for m in wanted):
+        sys.exit(f"bench_trace: --modes: give untraced and any of {', '.join(known)}")
+    modes = [(m, known[m]) for m in wanted]
     if os.geteuid() != 0:
         sys.exit("bench_trace: needs root (BPF, page cache eviction)")
-    rows = summarize(measure(args.rounds, args.count, args.file_size_mib << 20), args.count)
+    rows = summarize(measure(args.rounds, args.count, args.file_size_mib << 20, modes), args.count)
     print(json.dumps(rows, indent=1) if args.json else markdown(rows))
 
 

@@ -58,6 +58,22 @@ static __always_inline __u64 page_nr_in_folio(struct page *page, struct folio *f
 }
 
 /*
+ * Pages in a folio. v6.9 "mm: add folio->_nr_pages" (64-bit) holds the count
+ * in the first tail page; before it, folio_order() was the low byte of
+ * _flags_1. A folio that is not PG_head is one page.
+ */
+static __always_inline __u64 folio_pages(const struct folio *folio)
+{
+	unsigned long head = 1UL << bpf_core_enum_value(enum pageflags, PG_head);
+
+	if (!(folio_flags_word(folio) & head))
+		return 1;
+	if (bpf_core_field_exists(folio->_nr_pages))
+		return BPF_CORE_READ(folio, _nr_pages);
+	return 1UL << (BPF_CORE_READ(folio, _flags_1) & 0xff);
+}
+
+/*
  * The low bits of folio->mapping mark anonymous, KSM and movable pages
  * (PAGE_MAPPING_ANON, PAGE_MAPPING_MOVABLE); only a clean pointer is a
  * file's address_space.

@@ -30,31 +30,14 @@
 #include <bpf/bpf_core_read.h>
 #include "trace.h"
 #include "core_fixes.bpf.h"
+#include "page_access.bpf.h"
+#include "bio_pages.bpf.h"
 
-#define S_IFMT		00170000
-#define S_IFREG		0100000
-#define REQ_OP_MASK	0xffU	/* (1 << REQ_OP_BITS) - 1 */
-
-const volatile bool trace_all = false;
-const volatile bool follow_children = true;
 const volatile bool want_cause = false;
-const volatile __u32 page_shift = 12;
+/* --used: record first accesses and fault-around mappings (page_access.bpf.h). */
+const volatile bool want_used = false;
 /* Wake the reader only once this much is waiting; it also polls on a timer. */
 const volatile __u64 wakeup_bytes = 1 << 20;
-
-struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 65536);
-	__type(key, __u32);		/* tid */
-	__type(value, __u8);
-} traced_tids SEC(".maps");
-
-/* Per-thread memory of the last readahead/fault trigger, for "cause". */
-struct read_context {
-	__u64 inode;
-	__u32 cause;
-	__u32 armed;
-};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
@@ -62,14 +45,6 @@ struct {
 	__type(key, __u32);		/* tid */
 	__type(value, struct read_context);
 } read_contexts SEC(".maps");
-
-/* Files whose name was already sent, so that each name goes out once. */
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 65536);
-	__type(key, struct file_id);
-	__type(value, __u8);
-} named_files SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
@@ -102,96 +77,20 @@ static __always_inline __u64 wakeup_flags(void)
 		BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
-static __always_inline __u32 current_tid(void)
+static __always_inline void on_task_lost(void)
 {
-	return (__u32)bpf_get_current_pid_tgid();
+	count(COUNTER_LOST_TASKS);
 }
 
-static __always_inline bool current_is_traced(void)
-{
-	__u32 tid;
+#include "traced_tasks.bpf.h"
+#include "programs.bpf.h"
 
-	if (trace_all)
-		return true;
-	tid = current_tid();
-	return bpf_map_lookup_elem(&traced_tids, &tid) != NULL;
+static __always_inline void on_path_lost(void)
+{
+	count(COUNTER_LOST_PATH);
 }
 
-static __always_inline void file_id_of(struct inode *inode, struct file_id *id)
-{
-	id->dev = BPF_CORE_READ(inode, i_sb, s_dev);
-	id->generation = BPF_CORE_READ(inode, i_generation);
-	id->ino = BPF_CORE_READ(inode, i_ino);
-}
-
-/* The dentry an inode is known by: the first of its aliases. */
-static __always_inline struct dentry *inode_dentry(struct inode *inode)
-{
-	struct hlist_node *first = BPF_CORE_READ(inode, i_dentry.first);
-
-	if (!first)
-		return NULL;
-	return container_of(first, struct dentry, d_u.d_alias);
-}
-
-/*
- * Send the name of a file, leaf first, up to its filesystem's root; user
- * space maps the filesystem to its mount point. A global function, so the
- * verifier checks this walk once instead of at every call site.
- */
-__noinline int emit_file_path(__u64 inode_addr)
-{
-	struct inode *inode = (struct inode *)inode_addr;
-	struct path_event *event;
-	struct dentry *dentry, *parent;
-	struct file_id id = {};
-	__u32 depth = 0;
-	__u8 one = 1;
-
-	if (!inode)
-		return 0;
-	file_id_of(inode, &id);
-	if (bpf_map_update_elem(&named_files, &id, &one, BPF_NOEXIST))
-		return 0;	/* sent before */
-
-	event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
-	if (!event) {
-		/* Forget it, so that the next read of the file tries again. */
-		bpf_map_delete_elem(&named_files, &id);
-		count(COUNTER_LOST_PATH);
-		return 0;
-	}
-	event->kind = EVENT_PATH;
-	event->file = id;
-	event->flags = inode_nlink(inode) == 0 ? PATH_DELETED : 0;
-
-	dentry = inode_dentry(inode);
-	if (!dentry)
-		event->flags |= PATH_NO_DENTRY;
-	for (int i = 0; i < PATH_MAX_DEPTH && dentry; i++) {
-		parent = BPF_CORE_READ(dentry, d_parent);
-		if (parent == dentry || !parent) {
-			dentry = NULL;	/* reached the filesystem's root */
-			break;
-		}
-		bpf_probe_read_kernel_str(event->names[i], PATH_NAME_LEN,
-					  BPF_CORE_READ(dentry, d_name.name));
-		depth = i + 1;
-		dentry = parent;
-	}
-	if (dentry)
-		event->flags |= PATH_TOO_DEEP;
-	event->depth = depth;
-	bpf_ringbuf_submit(event, wakeup_flags());
-	return 0;
-}
-
-/* A run of consecutive pages of one file inside one bio. */
-struct page_run {
-	__u64 inode;
-	__u64 first;
-	__u64 nr_pages;
-};
+#include "file_path.bpf.h"
 
 __noinline int emit_page_run(__u64 inode_addr, __u64 first, __u64 nr_pages,
 			     __u64 ts_ns, __u32 cause)
@@ -223,28 +122,59 @@ __noinline int emit_page_run(__u64 inode_addr, __u64 first, __u64 nr_pages,
 	return 0;
 }
 
-/* The regular file whose page-cache folio is being filled, or NULL. */
-static __always_inline struct inode *file_being_filled(struct folio *folio)
+/* page_access.bpf.h hooks: trace writes first accesses and mappings. */
+static __always_inline void emit_marks(struct inode *inode, const struct page_chunk_key *key,
+				       __u64 mask, __u32 record, __u32 how)
 {
-	struct address_space *mapping = folio_file_mapping(folio);
-	struct inode *inode;
+	struct marks_event *event;
+	__u64 id;
 
-	if (!mapping || !folio_is_locked_not_uptodate(folio))
-		return NULL;
-	inode = BPF_CORE_READ(mapping, host);
-	if (!inode || (BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFREG)
-		return NULL;
-	return inode;
+	if (!mask)
+		return;
+	emit_file_path((__u64)inode);
+	event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
+	if (!event) {
+		count(COUNTER_LOST_RINGBUF);
+		return;
+	}
+	id = bpf_get_current_pid_tgid();
+	event->kind = EVENT_MARKS;
+	event->record = record;
+	event->ts_ns = bpf_ktime_get_ns();
+	event->file = key->file;
+	event->base = key->chunk << CHUNK_SHIFT;
+	event->mask = mask;
+	event->pid = id >> 32;
+	event->tid = (__u32)id;
+	event->how = how;
+	event->page_shift = page_shift;
+	bpf_get_current_comm(event->comm, sizeof(event->comm));
+	bpf_ringbuf_submit(event, wakeup_flags());
 }
 
-/* The thread's read context as plain values, usable in a bpf_loop callback. */
-struct cause_hint {
-	__u64 inode;
-	__u32 cause;
-	__u32 armed;
-};
+static __always_inline void on_access(struct inode *inode, const struct page_chunk_key *key,
+				      __u64 first_mask, __u32 hits, __u32 misses, __u32 how)
+{
+	emit_marks(inode, key, first_mask, RECORD_ACCESS, how);
+}
 
-static __always_inline __u32 cause_for(const struct cause_hint *hint, __u64 inode)
+static __always_inline void on_map(struct inode *inode, const struct page_chunk_key *key,
+				   __u64 new_mask)
+{
+	emit_marks(inode, key, new_mask, RECORD_MAP, ACCESS_BY_FAULT);
+}
+
+static __always_inline void on_state_full(void)
+{
+	count(COUNTER_LOST_PAGE_STATE);
+}
+
+static __always_inline void on_walk_cut_short(void)
+{
+	count(COUNTER_LOST_LONG_RANGE);
+}
+
+static __always_inline __u32 cause_for(const struct read_context *hint, __u64 inode)
 {
 	if (!want_cause)
 		return CAUSE_UNKNOWN;
@@ -253,93 +183,11 @@ static __always_inline __u32 cause_for(const struct cause_hint *hint, __u64 inod
 	return CAUSE_READ;
 }
 
-/* State of one walk over a bio's vectors. */
-struct bio_walk {
-	__u64 vecs;		/* struct bio_vec * */
-	__u32 idx;		/* next vector */
-	__u32 skip;		/* bytes of it already done (cloned bios) */
-	__u32 left;		/* bytes of the bio not walked yet */
-	__u32 pad;
-	__u64 ts_ns;
-	struct page_run run;
-	struct cause_hint hint;
-};
-
-/*
- * Add the bytes [offset, offset + len) of the bvec starting at @page to the
- * walk's run, emitting the run first when this segment does not continue it.
- */
-static __always_inline void add_segment(struct bio_walk *walk, struct page *page,
-					__u32 offset, __u32 len)
+/* bio_pages.bpf.h hook: a run of pages read from storage becomes a record. */
+static __always_inline void on_read_run(struct bio_walk *walk)
 {
-	struct page_run *run = &walk->run;
-	struct folio *folio = page_to_folio(page);
-	struct inode *inode = file_being_filled(folio);
-	__u64 byte, first, last, index;
-
-	if (!inode || !len)
-		return;
-	index = BPF_CORE_READ(folio, index);
-	byte = (page_nr_in_folio(page, folio) << page_shift) + offset;
-	first = index + (byte >> page_shift);
-	last = index + ((byte + len - 1) >> page_shift);
-
-	if (run->inode == (__u64)inode && first >= run->first &&
-	    first <= run->first + run->nr_pages) {
-		/* Continues the run, or shares its last page (sub-page blocks). */
-		if (last + 1 > run->first + run->nr_pages)
-			run->nr_pages = last + 1 - run->first;
-		return;
-	}
-	emit_page_run(run->inode, run->first, run->nr_pages, walk->ts_ns,
-		      cause_for(&walk->hint, run->inode));
-	run->inode = (__u64)inode;
-	run->first = first;
-	run->nr_pages = last - first + 1;
-}
-
-/* One vector, the way bio_for_each_bvec steps: from the bio's iterator. */
-static long walk_one_bvec(__u32 i, struct bio_walk *walk)
-{
-	struct bio_vec vec = {};
-	const void *where;
-	__u32 len;
-
-	if (!walk->left)
-		return 1;
-	/* Outside bpf_core_read(): bio_walk is ours, not a kernel type to relocate. */
-	where = (const struct bio_vec *)walk->vecs + walk->idx + i;
-	if (bpf_probe_read_kernel(&vec, sizeof(vec), where))
-		return 1;
-	len = vec.bv_len > walk->skip ? vec.bv_len - walk->skip : 0;
-	if (len > walk->left)
-		len = walk->left;
-	if (!len)
-		return 1;	/* a malformed vector: stop rather than spin */
-	add_segment(walk, vec.bv_page, vec.bv_offset + walk->skip, len);
-	walk->left -= len;
-	walk->skip = 0;
-	return 0;
-}
-
-/*
- * Kernels before v5.17 "bpf: Add bpf_loop helper" have no bpf_loop; there
- * the verifier walks a bounded loop over every vector (BIO_MAX_VECS, so no
- * bio is cut short; loading takes about a second longer). User space probes
- * for the helper and sets use_bpf_loop; the verifier then drops the branch
- * not taken, so neither path needs the other's support.
- */
-const volatile bool use_bpf_loop = true;
-
-static __always_inline void walk_bio(struct bio_walk *walk)
-{
-	if (use_bpf_loop) {
-		bpf_loop(MAX_BVECS, walk_one_bvec, walk, 0);
-		return;
-	}
-	for (__u32 i = 0; i < MAX_BVECS; i++)
-		if (walk_one_bvec(i, walk))
-			break;
+	emit_page_run(walk->run.inode, walk->run.first, walk->run.nr_pages, walk->ts_ns,
+		      cause_for(&walk->hint, walk->run.inode));
 }
 
 static __always_inline int handle_bio_queue(struct bio *bio)
@@ -348,30 +196,15 @@ static __always_inline int handle_bio_queue(struct bio *bio)
 	struct read_context *ctx;
 	__u32 tid;
 
-	if ((BPF_CORE_READ(bio, bi_opf) & REQ_OP_MASK) != 0 /* REQ_OP_READ */)
-		return 0;
-	if (!current_is_traced())
-		return 0;
-	walk.vecs = (__u64)BPF_CORE_READ(bio, bi_io_vec);
-	walk.idx = BPF_CORE_READ(bio, bi_iter.bi_idx);
-	walk.skip = BPF_CORE_READ(bio, bi_iter.bi_bvec_done);
-	walk.left = BPF_CORE_READ(bio, bi_iter.bi_size);
-	if (!walk.vecs || !walk.left)
+	if (!current_is_traced() || !start_bio_walk(bio, &walk))
 		return 0;
 	walk.ts_ns = bpf_ktime_get_ns();
 	tid = current_tid();
 	ctx = bpf_map_lookup_elem(&read_contexts, &tid);
-	if (ctx) {
-		walk.hint.inode = ctx->inode;
-		walk.hint.cause = ctx->cause;
-		walk.hint.armed = ctx->armed;
-	}
-
+	if (ctx)
+		walk.hint = *ctx;
 	walk_bio(&walk);
-	if (walk.run.inode)
-		count(COUNTER_BIOS);
-	emit_page_run(walk.run.inode, walk.run.first, walk.run.nr_pages, walk.ts_ns,
-		      cause_for(&walk.hint, walk.run.inode));
+	on_read_run(&walk);	/* the last run */
 	if (walk.left)
 		count(COUNTER_LOST_LONG_BIO);
 	return 0;
@@ -380,18 +213,7 @@ static __always_inline int handle_bio_queue(struct bio *bio)
 static __always_inline int handle_fork(struct task_struct *parent,
 				       struct task_struct *child)
 {
-	__u32 parent_tid = BPF_CORE_READ(parent, pid);
-	__u32 child_tid = BPF_CORE_READ(child, pid);
-	__u8 one = 1;
-
-	if (trace_all || !bpf_map_lookup_elem(&traced_tids, &parent_tid))
-		return 0;
-	/* --no-children still follows the process's own new threads. */
-	if (!follow_children &&
-	    BPF_CORE_READ(child, tgid) != BPF_CORE_READ(parent, tgid))
-		return 0;
-	if (bpf_map_update_elem(&traced_tids, &child_tid, &one, BPF_ANY))
-		count(COUNTER_LOST_TASKS);
+	follow_fork(parent, child);
 	return 0;
 }
 
@@ -399,8 +221,10 @@ static __always_inline int handle_exit(struct task_struct *task)
 {
 	__u32 tid = BPF_CORE_READ(task, pid);
 
-	bpf_map_delete_elem(&traced_tids, &tid);
+	forget_task(tid);
 	bpf_map_delete_elem(&read_contexts, &tid);
+	if (want_used)
+		page_access_exit(tid);
 	return 0;
 }
 
@@ -469,15 +293,23 @@ static __always_inline int note_read_batch_done(struct address_space *mapping)
 	return 0;
 }
 
-/*
- * Every program twice, from one line: as tp_btf (typed arguments, preferred)
- * and as raw_tp (for kernels that refuse tp_btf). User space loads one set.
- */
-#define TRACEPOINT_PROGRAMS(name, tracepoint, body, ...)			\
-	SEC("tp_btf/" tracepoint)						\
-	int BPF_PROG(btf_##name, __VA_ARGS__) { return body; }			\
-	SEC("raw_tp/" tracepoint)						\
-	int BPF_PROG(raw_##name, __VA_ARGS__) { return body; }
+/* The read family and faults: cause bookkeeping, and --used accesses. */
+static __always_inline int handle_get_pages(struct address_space *mapping, __u64 index, __u64 last)
+{
+	note_read_batch_done(mapping);
+	if (want_used && current_is_traced())
+		page_access_read_call(mapping, index, last);
+	return 0;
+}
+
+static __always_inline int handle_fault(struct address_space *mapping, __u64 index)
+{
+	note_ra_trigger(BPF_CORE_READ(mapping, host), CAUSE_FAULT);
+	if (want_used && current_is_traced())
+		page_access_fault(mapping, index);
+	return 0;
+}
+
 
 TRACEPOINT_PROGRAMS(bio_queue, "block_bio_queue", handle_bio_queue(bio),
 		    struct bio *bio)
@@ -493,10 +325,11 @@ TRACEPOINT_PROGRAMS(ra_unbounded, "page_cache_ra_unbounded",
 		    note_ra_window(inode), struct inode *inode)
 TRACEPOINT_PROGRAMS(ra_order, "page_cache_ra_order",
 		    note_ra_window(inode), struct inode *inode)
-TRACEPOINT_PROGRAMS(fault, "mm_filemap_fault",
-		    note_ra_trigger(BPF_CORE_READ(mapping, host), CAUSE_FAULT),
-		    struct address_space *mapping)
-TRACEPOINT_PROGRAMS(get_pages, "mm_filemap_get_pages",
-		    note_read_batch_done(mapping), struct address_space *mapping)
+TRACEPOINT_PROGRAMS(fault, "mm_filemap_fault", handle_fault(mapping, index),
+		    struct address_space *mapping, unsigned long index)
+TRACEPOINT_PROGRAMS(get_pages, "mm_filemap_get_pages", handle_get_pages(mapping, index, last),
+		    struct address_space *mapping, unsigned long index, unsigned long last)
+
+PAGE_ACCESS_FAULT_PROGRAMS()
 
 char LICENSE[] SEC("license") = "GPL";

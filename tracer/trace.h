@@ -7,20 +7,21 @@
 #ifndef PAGETRACE_TRACE_H
 #define PAGETRACE_TRACE_H
 
-#define TASK_COMM_LEN		16
-/* Path components the kernel walks up from a file before giving up. */
-#define PATH_MAX_DEPTH		32
-/* NAME_MAX + 1 */
-#define PATH_NAME_LEN		256
-/*
- * Bio vector entries walked per bio. BIO_MAX_VECS is 256; a longer walk
- * (a cloned bio whose iterator starts late) is counted as lost.
- */
-#define MAX_BVECS		256
+#include "file_id.h"
+#include "page_access.h"
+#include "file_path.h"
+
 
 enum event_kind {
 	EVENT_PAGES = 1,	/* a run of pages of one file read from storage */
-	EVENT_PATH = 2,		/* the name of a file, sent once per file */
+	EVENT_PATH = PATH_EVENT_KIND,	/* the name of a file, sent once per file */
+	EVENT_MARKS = 3,	/* --used: first accesses or mappings in one chunk */
+};
+
+/* The record kind of a marks_event (docs/trace-format.md, version 2). */
+enum record_kind {
+	RECORD_ACCESS = 1,
+	RECORD_MAP = 2,
 };
 
 /* Why a page was read; see docs/trace-format.md, column "cause". */
@@ -37,18 +38,13 @@ enum read_cause {
 enum counter {
 	COUNTER_LOST_RINGBUF,	/* page events dropped: ring buffer full */
 	COUNTER_LOST_PATH,	/* path events dropped: ring buffer full */
-	COUNTER_LOST_LONG_BIO,	/* bios with more than MAX_BVECS vectors */
+	COUNTER_LOST_LONG_BIO,	/* bios longer than a walk reaches (bio_pages.bpf.h) */
 	COUNTER_LOST_TASKS,	/* children not followed: tasks map full */
-	COUNTER_BIOS,		/* read bios that carried file pages */
+	COUNTER_LOST_PAGE_STATE, /* --used: page state map full */
+	COUNTER_LOST_LONG_RANGE, /* --used: a range longer than a walk reaches */
 	NR_COUNTERS,
 };
 
-/* Identity of a file: stable while the file exists, cheap to compare. */
-struct file_id {
-	__u32 dev;		/* kernel dev_t: major << 20 | minor */
-	__u32 generation;	/* tells reused inode numbers apart */
-	__u64 ino;
-};
 
 struct pages_event {
 	__u32 kind;		/* EVENT_PAGES */
@@ -63,17 +59,19 @@ struct pages_event {
 	char comm[TASK_COMM_LEN];
 };
 
-#define PATH_DELETED	(1U << 0)	/* i_nlink was 0: file unlinked */
-#define PATH_TOO_DEEP	(1U << 1)	/* more than PATH_MAX_DEPTH levels */
-#define PATH_NO_DENTRY	(1U << 2)	/* inode had no dentry alias */
-
-struct path_event {
-	__u32 kind;		/* EVENT_PATH */
-	__u32 depth;		/* components filled in names[], leaf first */
+/* --used: pages of one 64-page chunk accessed or mapped for the first time. */
+struct marks_event {
+	__u32 kind;		/* EVENT_MARKS */
+	__u32 record;		/* enum record_kind */
+	__u64 ts_ns;		/* CLOCK_MONOTONIC */
 	struct file_id file;
-	__u32 flags;		/* PATH_* */
-	__u32 pad;
-	char names[PATH_MAX_DEPTH][PATH_NAME_LEN];
+	__u64 base;		/* first page of the chunk, in page-cache units */
+	__u64 mask;		/* bit i: page base + i */
+	__u32 pid;
+	__u32 tid;
+	__u32 how;		/* enum access_how */
+	__u32 page_shift;
+	char comm[TASK_COMM_LEN];
 };
 
 #endif /* PAGETRACE_TRACE_H */

@@ -1,0 +1,255 @@
+"""tracer/cachetop and tracer/cachestat against ground truth that the test
+itself decides: which pages are cold (evicted, checked with mincore), which
+are cached (locked with mlock so that DAMON cannot reclaim them), and which
+pages the workload touches. Files live on a loop-mounted ext4 whose loop
+device has a large read_ahead_kb, so readahead reads far more than is
+touched: only accesses count, never what readahead brought in.
+"""
+import json
+import os
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import REPO, require_root
+from pagecache_util import PAGE, evict, resident_pages, write_file
+from test_trace_used import big_ra_ext4, data_dir, locked_in_cache  # noqa: F401 (fixtures)
+
+CACHETOP = os.path.join(REPO, "tracer", "cachetop")
+CACHESTAT = os.path.join(REPO, "tracer", "cachestat")
+MiB = 1 << 20
+PAGES_8M = 8 * MiB // PAGE
+
+
+def cachetop_c(command, *args, check_rc=0):
+    """Runs cachetop -j -c COMMAND; returns its JSON summary."""
+    require_root()
+    assert os.access(CACHETOP, os.X_OK), "tracer/cachetop is not built: run make"
+    proc = subprocess.run([CACHETOP, "-j", *args, "-c", command], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == check_rc, proc.stderr
+    summary = json.loads(proc.stdout)
+    assert summary["lost"] == 0, proc.stderr
+    return summary
+
+
+def file_row(summary, path):
+    rows = [f for f in summary["files"] if f["path"] == path]
+    assert len(rows) <= 1
+    return rows[0] if rows else {"hits": 0, "misses": 0, "mapped": 0, "dirties": 0}
+
+
+def counts(row):
+    return row["hits"], row["misses"]
+
+
+def python(code):
+    return f"{sys.executable} -c '{textwrap.dedent(code)}'"
+
+
+def test_cold_then_warm_cat(data_dir):
+    f = os.path.join(data_dir, "cat.bin")
+    write_file(f, 8 * MiB)
+    evict(f)
+    cold = cachetop_c(f"cat {f} > /dev/null")
+    assert counts(file_row(cold, f)) == (0, PAGES_8M)
+    assert file_row(cold, f)["read_hit_ratio"] == 0
+    # Per process: cat's only misses are the file's (its libraries are cached).
+    (cat,) = [p for p in cold["processes"] if p["comm"] == "cat"]
+    assert cat["misses"] == PAGES_8M
+    with locked_in_cache(f):
+        assert resident_pages(f) == set(range(PAGES_8M))
+        warm = cachetop_c(f"cat {f} > /dev/null")
+    assert counts(file_row(warm, f)) == (PAGES_8M, 0)
+    assert file_row(warm, f)["read_hit_ratio"] == 1
+
+
+def test_one_cached_one_cold_is_half(data_dir):
+    cached = os.path.join(data_dir, "cached.bin")
+    cold = os.path.join(data_dir, "cold.bin")
+    write_file(cached, 4 * MiB)
+    write_file(cold, 4 * MiB, seed=3)
+    evict(cold)
+    with locked_in_cache(cached):
+        summary = cachetop_c(f"cat {cached} {cold} > /dev/null")
+    hits = file_row(summary, cached)["hits"] + file_row(summary, cold)["hits"]
+    misses = file_row(summary, cached)["misses"] + file_row(summary, cold)["misses"]
+    assert (hits, misses) == (1024, 1024)
+    assert hits / (hits + misses) == 0.5
+
+
+def test_written_evicted_read_back_is_all_misses(data_dir):
+    f = os.path.join(data_dir, "written.bin")
+    summary = cachetop_c(python(f"""
+        import os
+        with open("{f}", "wb") as fh:
+            fh.write(bytes(range(256)) * {4 * MiB // 256})
+            fh.flush()
+            os.fsync(fh.fileno())
+        fd = os.open("{f}", os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        while os.read(fd, 1 << 20):
+            pass
+        """))
+    row = file_row(summary, f)
+    assert counts(row) == (0, 1024)
+    assert row["read_hit_ratio"] == 0
+    assert row["dirties"] == 1024
+
+
+def test_writes_are_dirties_not_misses(data_dir):
+    f = os.path.join(data_dir, "dirty.bin")
+    summary = cachetop_c(python(f"""
+        import os
+        with open("{f}", "wb") as fh:
+            fh.write(bytes(range(256)) * {8 * MiB // 256})
+            fh.flush()
+            os.fsync(fh.fileno())
+        """))
+    row = file_row(summary, f)
+    assert row["dirties"] == PAGES_8M
+    assert counts(row) == (0, 0)
+
+
+SCATTERED = [i * 1500 + 7 for i in range(10)]
+
+
+def test_scattered_preads_cold_then_warm(data_dir):
+    f = os.path.join(data_dir, "preads.bin")
+    write_file(f, 64 * MiB)
+    evict(f)
+    code = f"""
+        import os
+        fd = os.open("{f}", os.O_RDONLY)
+        for page in {SCATTERED!r}:
+            assert len(os.pread(fd, {PAGE}, page * {PAGE})) == {PAGE}
+        """
+    cold = cachetop_c(python(code))
+    assert counts(file_row(cold, f)) == (0, 10)
+    with locked_in_cache(f):
+        warm = cachetop_c(python(code))
+    assert counts(file_row(warm, f)) == (10, 0)
+
+
+def test_mmap_touches_cold_then_warm(data_dir):
+    f = os.path.join(data_dir, "touches.bin")
+    write_file(f, 64 * MiB)
+    evict(f)
+    touched = [i * 2048 + 100 for i in range(8)]  # 8 MiB apart
+    code = f"""
+        import mmap, os
+        fd = os.open("{f}", os.O_RDONLY)
+        m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+        for page in {touched!r}:
+            m[page * {PAGE}]
+        """
+    cold = cachetop_c(python(code))
+    assert counts(file_row(cold, f)) == (0, 8)
+    assert len(resident_pages(f)) > 8, "read-around read only the touched pages"
+    with locked_in_cache(f):
+        warm = cachetop_c(python(code))
+    assert counts(file_row(warm, f)) == (8, 0)
+
+
+def test_json_summary_shape(data_dir):
+    f = os.path.join(data_dir, "shape.bin")
+    write_file(f, 1 * MiB)
+    summary = cachetop_c(f"sh -c 'cat {f} > /dev/null'; exit 3", check_rc=3)
+    assert summary["exit_status"] == 3
+    for key in ("hits", "misses", "mapped", "dirties", "read_hit_ratio", "processes", "files"):
+        assert key in summary
+    assert summary["hits"] == sum(p["hits"] for p in summary["processes"])
+    assert summary["misses"] == sum(p["misses"] for p in summary["processes"])
+    assert summary["hits"] == sum(x["hits"] for x in summary["files"])
+    assert 0 <= summary["read_hit_ratio"] <= 1
+    assert {"sh", "cat"} <= {p["comm"] for p in summary["processes"]}
+
+
+def test_cachestat_counts_a_cold_read(data_dir):
+    """System-wide, so other work adds to it: at least the file's misses."""
+    require_root()
+    f = os.path.join(data_dir, "stat.bin")
+    write_file(f, 8 * MiB)
+    evict(f)
+    stat = subprocess.Popen([CACHESTAT, "-j", "2", "1"], stdout=subprocess.PIPE, text=True)
+    subprocess.run(["sh", "-c", f"sleep 0.5; cat {f} > /dev/null"], check=True)
+    out, _ = stat.communicate(timeout=30)
+    assert stat.returncode == 0
+    (line,) = out.splitlines()
+    sample = json.loads(line)
+    assert sample["misses"] >= PAGES_8M
+    assert 0 <= sample["read_hit_ratio"] <= 1
+    assert sample["cached_mb"] > 0
+
+
+@pytest.mark.parametrize("tool,args,message", [
+    ("cachetop", ["-p", "999999999"], "cachetop: -p: 999999999: no such process"),
+    ("cachetop", ["-c", "no-such-command-xyz --flag"],
+     "cachetop: -c: no-such-command-xyz: command not found"),
+    ("cachetop", ["0"], "cachetop: INTERVAL: '0' is not a number of seconds above 0"),
+    ("cachetop", ["--", "-2"], "cachetop: INTERVAL: '-2' is not a number of seconds above 0"),
+    ("cachestat", ["0"], "cachestat: INTERVAL: '0' is not a number of seconds above 0"),
+    ("cachestat", ["--", "-1"], "cachestat: INTERVAL: '-1' is not a number of seconds above 0"),
+    ("cachestat", ["1", "0"], "cachestat: COUNT: '0' is not a whole number above 0"),
+])
+def test_bad_input_one_line_nonzero_exit(tool, args, message):
+    require_root()
+    proc = subprocess.run([os.path.join(REPO, "tracer", tool), *args], capture_output=True,
+                          text=True, timeout=30)
+    assert proc.returncode != 0
+    assert proc.stderr == message + "\n"
+    assert proc.stdout == ""
+
+
+@pytest.mark.parametrize("tool", ["cachetop", "cachestat"])
+def test_not_root(tool):
+    require_root()
+    proc = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups",
+                           os.path.join(REPO, "tracer", tool), "1", "1"],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 1
+    assert proc.stderr == f"{tool}: needs root (it loads BPF programs): run it with sudo\n"
+
+
+@pytest.mark.parametrize("tool", ["cachetop", "cachestat"])
+def test_help_and_version(tool):
+    path = os.path.join(REPO, "tracer", tool)
+    helped = subprocess.run([path, "--help"], capture_output=True, text=True)
+    assert helped.returncode == 0 and "EXAMPLES:" in helped.stdout
+    version = subprocess.run([path, "-V"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.startswith(f"{tool} (pagetrace) ")
+
+
+def test_cachetop_pid_follows_one_process(data_dir):
+    """-p: only that process, counted per interval."""
+    require_root()
+    f = os.path.join(data_dir, "pid.bin")
+    write_file(f, 1 * MiB)
+    evict(f)
+    reader = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys
+        sys.stdin.readline()
+        with open("{f}", "rb") as fh:
+            while fh.read(65536):
+                pass
+        sys.stdin.readline()
+        """)], stdin=subprocess.PIPE, text=True)
+    try:
+        top = subprocess.Popen([CACHETOP, "-j", "-p", str(reader.pid), "3", "1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(1.0)  # cachetop is attached well within its 3 s interval
+        reader.stdin.write("go\n")
+        reader.stdin.flush()
+        out, err = top.communicate(timeout=30)
+    finally:
+        reader.stdin.write("done\n")
+        reader.stdin.close()
+        reader.wait(timeout=30)
+    assert top.returncode == 0, err
+    (line,) = out.splitlines()
+    rows = json.loads(line)["processes"]
+    assert [r["pid"] for r in rows] == [reader.pid]
+    assert (rows[0]["hits"], rows[0]["misses"]) == (0, 256)

@@ -1,0 +1,295 @@
+"""trace --used (format version 2) against the kernel's own ground truth.
+
+Files live on a loop-mounted ext4 whose loop device has a large
+read_ahead_kb, so that readahead brings in far more than a program touches:
+the difference between "read" and "accessed" is the point of --used.
+
+Ground truth, never the code under test:
+  * read records    == pages that became resident since eviction (mincore,
+                       plus pages reclaimed again since, by shadow entry);
+  * access records  == the pages the workload touched (the test decides);
+  * map records     == pages present in the workload's own page tables
+                       (/proc/self/pagemap) that it did not touch;
+  * unused          == resident - touched.
+"""
+import contextlib
+import ctypes
+import json
+import mmap
+import os
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+import loopimg
+from conftest import REPO, require_root
+from pagecache_util import MAP_FAILED, PAGE, _libc, cached_since_eviction, evict, write_file
+from trace_oracle import Trace
+
+TRACE = os.path.join(REPO, "tracer", "trace")
+DUMP = os.path.join(REPO, "replay", ".output", "tracefile-dump")
+MiB = 1 << 20
+READ_AHEAD_KB = 4096
+
+
+@pytest.fixture(scope="module")
+def big_ra_ext4():
+    require_root()
+    with loopimg.loop_mount("ext4", size_mib=256) as (mountpoint, loop):
+        knob = f"/sys/block/{os.path.basename(loop)}/queue/read_ahead_kb"
+        with open(knob, "w") as f:
+            f.write(str(READ_AHEAD_KB))
+        yield mountpoint
+
+
+@pytest.fixture
+def data_dir(big_ra_ext4, request):
+    path = os.path.join(big_ra_ext4, request.node.name.replace("[", "_").replace("]", ""))
+    os.makedirs(path, exist_ok=True)
+    yield path
+    subprocess.run(["rm", "-rf", path], check=False)
+
+
+class UsedTrace(Trace):
+    """The test oracle, plus record kinds (field 4 in version 2)."""
+
+    def kind_pages(self, path, kind):
+        return [off // PAGE for _, p, off, extra in self.records
+                if p == path and extra[0] == kind]
+
+    def kind_set(self, path, kind):
+        pages = self.kind_pages(path, kind)
+        return set(pages)
+
+
+def run_used(tmp_path, *args, check_rc=0):
+    require_root()
+    assert os.access(TRACE, os.X_OK), "tracer/trace is not built: run make"
+    log = tmp_path / "used.log"
+    proc = subprocess.run([TRACE, "--used", "-o", str(log), *args], capture_output=True,
+                          text=True, errors="surrogateescape", timeout=120)
+    assert proc.returncode == check_rc, proc.stderr
+    text = log.read_text(errors="surrogateescape")
+    return UsedTrace(text), proc, log
+
+
+def python_cmd(code):
+    return ["--", sys.executable, "-c", textwrap.dedent(code)]
+
+
+def check_v2_shape(trace):
+    assert trace.header["pagetrace-format"] == "2"
+    assert trace.header["columns"].split()[:4] == ["timestamp_us", "path", "offset", "kind"]
+    assert trace.header["records"] == "read access map"
+    assert trace.header["tracer"].endswith(", used)")
+    kinds = [r[3][0] for r in trace.records]
+    assert set(kinds) <= {"read", "access", "map"}
+    assert int(trace.trailer["accessed"]) == kinds.count("access")
+    assert int(trace.trailer["mapped"]) == kinds.count("map")
+    assert int(trace.trailer["pages"]) == kinds.count("read")
+    assert trace.trailer["lost"] == "0"
+    # First access only, one map record per page: never a page twice.
+    for kind in ("access", "map"):
+        seen = [(r[1], r[2]) for r in trace.records if r[3][0] == kind]
+        assert len(seen) == len(set(seen)), f"a page has two {kind} records"
+
+
+def test_scattered_preads(data_dir, tmp_path):
+    f = os.path.join(data_dir, "scattered.bin")
+    write_file(f, 64 * MiB)
+    evict(f)
+    # Pages 0 and 1 start a readahead window (a read at 0, then a sequential
+    # one); the rest are random single pages, 6 MiB apart, read as they are.
+    touched = [0, 1] + [i * 1500 + 7 for i in range(1, 9)]
+    trace, _, _ = run_used(tmp_path, "-x", *python_cmd(f"""
+        import os
+        fd = os.open({f!r}, os.O_RDONLY)
+        for page in {touched!r}:
+            assert len(os.pread(fd, {PAGE}, page * {PAGE})) == {PAGE}
+        """))
+    check_v2_shape(trace)
+    resident = cached_since_eviction(f)
+    assert trace.kind_set(f, "access") == set(touched)
+    assert trace.kind_set(f, "read") == resident
+    assert trace.kind_set(f, "map") == set()
+    unused = trace.kind_set(f, "read") - trace.kind_set(f, "access")
+    assert unused == resident - set(touched)
+    assert unused, "readahead read nothing beyond the touched pages: the test lost its point"
+    causes = {r[3][4] for r in trace.records if r[1] == f and r[3][0] == "access"}
+    assert causes == {"read"}
+
+
+PAGEMAP_HELPER = """
+import ctypes, mmap, os, struct
+def map_address(path):
+    with open("/proc/self/maps") as maps:
+        for line in maps:
+            if line.rstrip("\\n").endswith(" " + path):
+                return int(line.split("-")[0], 16)
+    raise SystemExit("mapping not found")
+def present_pages(addr, npages):
+    with open("/proc/self/pagemap", "rb") as pm:
+        pm.seek(addr // {page} * 8)
+        raw = pm.read(npages * 8)
+    return [i for i in range(npages) if struct.unpack_from("<Q", raw, i * 8)[0] >> 63]
+"""
+
+
+@pytest.mark.parametrize("attach", ["tp_btf", "raw_tp"])
+def test_mmap_touches(data_dir, tmp_path, attach):
+    f = os.path.join(data_dir, "mapped.bin")
+    npages = 64 * MiB // PAGE
+    write_file(f, 64 * MiB)
+    evict(f)
+    far = [i * 2048 + 100 for i in range(8)]  # 8 MiB apart
+    near = [p + 40 for p in far[:3]]          # inside the read-around of a far one
+    touched = far + near
+    out = tmp_path / "present.json"
+    trace, _, _ = run_used(tmp_path, "-x", "--attach", attach, *python_cmd(PAGEMAP_HELPER.format(page=PAGE) + f"""
+import json
+fd = os.open({f!r}, os.O_RDONLY)
+m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+for page in {touched!r}:
+    m[page * {PAGE}]
+json.dump(present_pages(map_address({f!r}), {npages}), open({str(out)!r}, "w"))
+"""))
+    check_v2_shape(trace)
+    assert f"{attach}, bpf_loop, used)" in trace.header["tracer"]
+    present = set(json.loads(out.read_text()))
+    resident = cached_since_eviction(f)
+    assert trace.kind_set(f, "access") == set(touched)
+    assert trace.kind_set(f, "read") == resident
+    # Fault-around mapped the neighbours of the near touches, nothing else.
+    assert trace.kind_set(f, "map") == present - set(touched)
+    assert trace.kind_set(f, "map"), "fault-around mapped nothing: the test lost its point"
+    causes = {r[3][4] for r in trace.records if r[1] == f and r[3][0] in ("access", "map")}
+    assert causes == {"fault"}
+
+
+def test_big_read_of_a_short_file(data_dir, tmp_path):
+    f = os.path.join(data_dir, "short.txt")
+    with open(f, "w") as fh:
+        fh.write("0123456789")
+    evict(f)
+    trace, _, _ = run_used(tmp_path, *python_cmd(f"""
+        import os
+        fd = os.open({f!r}, os.O_RDONLY)
+        assert len(os.read(fd, 128 * 1024)) == 10
+        """))
+    check_v2_shape(trace)
+    assert trace.kind_pages(f, "access") == [0]
+    assert trace.kind_set(f, "read") == {0}
+
+
+def test_rereading_a_file_ten_times(data_dir, tmp_path):
+    f = os.path.join(data_dir, "reread.bin")
+    write_file(f, 4 * MiB)
+    evict(f)
+    trace, _, _ = run_used(tmp_path, "-c", f"for i in 1 2 3 4 5 6 7 8 9 10; do cat {f}; done >/dev/null")
+    check_v2_shape(trace)
+    pages = set(range(4 * MiB // PAGE))
+    assert sorted(trace.kind_pages(f, "access")) == sorted(pages)  # each exactly once
+    assert trace.kind_set(f, "read") == cached_since_eviction(f)
+
+
+@contextlib.contextmanager
+def locked_in_cache(path):
+    """Keeps @path's pages cached (mlock), so DAMON cannot reclaim them."""
+    size = os.path.getsize(path)
+    fd = os.open(path, os.O_RDONLY)
+    addr = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+    assert addr != MAP_FAILED
+    try:
+        assert _libc.mlock(ctypes.c_void_p(addr), ctypes.c_size_t(size)) == 0, "mlock"
+        yield
+    finally:
+        _libc.munmap(addr, size)
+        os.close(fd)
+
+
+def test_cached_file_gives_access_without_read(data_dir, tmp_path):
+    f = os.path.join(data_dir, "warm.bin")
+    write_file(f, 1 * MiB)
+    with locked_in_cache(f):
+        trace, _, _ = run_used(tmp_path, "-c", f"cat {f} >/dev/null")
+    check_v2_shape(trace)
+    assert trace.kind_set(f, "read") == set()
+    assert trace.kind_set(f, "access") == set(range(1 * MiB // PAGE))
+
+
+def test_writes_give_no_read_and_no_access(data_dir, tmp_path):
+    f = os.path.join(data_dir, "written.bin")
+    trace, _, _ = run_used(tmp_path, *python_cmd(f"""
+        import os
+        with open({f!r}, "wb") as fh:
+            fh.write(bytes(range(256)) * 4096)
+            fh.flush()
+            os.fsync(fh.fileno())
+        """))
+    check_v2_shape(trace)
+    assert os.path.getsize(f) == 1 * MiB
+    assert f not in trace.paths()
+
+
+def test_without_used_output_stays_version_1(data_dir, tmp_path):
+    f = os.path.join(data_dir, "v1.bin")
+    write_file(f, 1 * MiB)
+    evict(f)
+    log = tmp_path / "v1.log"
+    proc = subprocess.run([TRACE, "-o", str(log), "-c", f"cat {f} >/dev/null"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    text = log.read_text()
+    trace = Trace(text)
+    assert trace.header["pagetrace-format"] == "1"
+    assert trace.header["columns"] == "timestamp_us path offset"
+    assert "records" not in trace.header
+    assert not trace.header["tracer"].endswith("used)")
+    assert set(trace.trailer) == {"pages", "bytes", "files", "duration_us", "lost"}
+    assert all(len(r[3]) == 0 for r in trace.records)
+    assert trace.page_set(f) == cached_since_eviction(f)
+
+
+def test_full_page_state_map_is_lost_not_silent(data_dir, tmp_path):
+    f = os.path.join(data_dir, "many.bin")
+    write_file(f, 4 * MiB)  # 16 chunks of 64 pages
+    evict(f)
+    trace, proc, _ = run_used(tmp_path, "--page-states", "4", "-c", f"cat {f} >/dev/null",
+                              check_rc=3)
+    assert int(trace.trailer["lost"]) > 0
+    assert "page state map full" in proc.stderr
+    assert "LOST" in proc.stderr
+
+
+def test_c_reader_reads_the_output(data_dir, tmp_path):
+    assert os.access(DUMP, os.X_OK), "replay/.output/tracefile-dump is not built: run make"
+    f = os.path.join(data_dir, "dump.bin")
+    write_file(f, 2 * MiB)
+    evict(f)
+    trace, _, log = run_used(tmp_path, "-x", "--", "sh", "-c", f"head -c 100000 {f} >/dev/null")
+    dumped = subprocess.run([DUMP, str(log)], capture_output=True, text=True)
+    assert dumped.returncode == 0, dumped.stderr
+    assert dumped.stderr == ""
+    parsed = json.loads(dumped.stdout)
+    assert parsed["version"] == 2
+    assert len(parsed["records"]) == len(trace.records)
+    kinds = [r[3][0] for r in parsed["records"]]
+    assert kinds == [r[3][0] for r in trace.records]
+    assert "access" in kinds and "read" in kinds
+
+
+def test_one_big_read_call(data_dir, tmp_path):
+    """One read() of a whole file: thousands of batches, one access per page."""
+    f = os.path.join(data_dir, "big.bin")
+    write_file(f, 32 * MiB)
+    evict(f)
+    trace, _, _ = run_used(tmp_path, *python_cmd(f"""
+        import os
+        fd = os.open({f!r}, os.O_RDONLY)
+        assert len(os.read(fd, {64 * MiB})) == {32 * MiB}
+        """))
+    check_v2_shape(trace)
+    assert sorted(trace.kind_pages(f, "access")) == list(range(32 * MiB // PAGE))
+    assert trace.kind_set(f, "read") == cached_since_eviction(f)

@@ -1,0 +1,247 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * cache_load: what cachestat and cachetop share on the user side. Owns the
+ * loading of cache.bpf.c (which tracepoints, tp_btf or raw_tp, rodata), the
+ * traced-task seeding, reading the totals, the lost-event report and the
+ * parsing of INTERVAL and COUNT.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <bpf/libbpf.h>
+#include <bpf/bpf.h>
+#include <bpf/btf.h>
+#include "errmsg.h"
+#include "cache_load.h"
+#include "cache.skel.h"
+
+struct program_pair {
+	const char *tracepoint;
+	const char *group;	/* for messages */
+	struct bpf_program *btf_prog, *raw_prog;
+};
+
+#define NR_PROGRAMS 9
+
+static void describe_programs(struct cache_bpf *skel, struct program_pair *pairs)
+{
+	struct program_pair table[NR_PROGRAMS] = {
+		{ "block_bio_queue", "block", skel->progs.btf_bio_queue, skel->progs.raw_bio_queue },
+		{ "sched_process_fork", "sched", skel->progs.btf_fork, skel->progs.raw_fork },
+		{ "sched_process_exit", "sched", skel->progs.btf_exit, skel->progs.raw_exit },
+		{ "mm_filemap_get_pages", "filemap", skel->progs.btf_get_pages, skel->progs.raw_get_pages },
+		{ "mm_filemap_fault", "filemap", skel->progs.btf_fault, skel->progs.raw_fault },
+		{ "mm_filemap_map_pages", "filemap", skel->progs.btf_map_pages, skel->progs.raw_map_pages },
+		{ "page_fault_user", "exceptions", skel->progs.btf_fault_user, skel->progs.raw_fault_user },
+		{ "page_fault_kernel", "exceptions", skel->progs.btf_fault_kernel, skel->progs.raw_fault_kernel },
+		{ "writeback_dirty_folio", "writeback", skel->progs.btf_dirty, skel->progs.raw_dirty },
+	};
+
+	memcpy(pairs, table, sizeof(table));
+}
+
+/* Every tracepoint is needed; name the ones this kernel lacks. */
+static int select_programs(struct program_pair *pairs, bool use_btf)
+{
+	struct btf *vmlinux = btf__load_vmlinux_btf();
+	char type_name[128];
+	int missing = 0;
+
+	if (!vmlinux) {
+		errmsg("kernel BTF (/sys/kernel/btf/vmlinux)", "%s; the cache tools need a kernel "
+		       "built with CONFIG_DEBUG_INFO_BTF=y", errmsg_strerror(errno));
+		return -1;
+	}
+	for (int i = 0; i < NR_PROGRAMS; i++) {
+		snprintf(type_name, sizeof(type_name), "btf_trace_%s", pairs[i].tracepoint);
+		if (btf__find_by_name_kind(vmlinux, type_name, BTF_KIND_TYPEDEF) < 0) {
+			errmsg(NULL, "kernel lacks tracepoint %s:%s, which it needs",
+			       pairs[i].group, pairs[i].tracepoint);
+			missing++;
+		}
+		bpf_program__set_autoload(pairs[i].btf_prog, use_btf);
+		bpf_program__set_autoload(pairs[i].raw_prog, !use_btf);
+	}
+	btf__free(vmlinux);
+	return missing ? -1 : 0;
+}
+
+static bool verbose;
+
+static int libbpf_print(enum libbpf_print_level level, const char *format, va_list args)
+{
+	(void)level;
+	return verbose ? vfprintf(stderr, format, args) : 0;
+}
+
+static struct cache_bpf *open_and_load(const struct cache_load_options *o, bool use_btf, int *err)
+{
+	struct program_pair pairs[NR_PROGRAMS];
+	struct cache_bpf *skel = cache_bpf__open();
+
+	if (!skel) {
+		*err = -errno;
+		errmsg("opening BPF object", "%s", errmsg_strerror(errno));
+		return NULL;
+	}
+	describe_programs(skel, pairs);
+	if (select_programs(pairs, use_btf)) {
+		*err = -ENOENT;
+		goto fail;
+	}
+	skel->rodata->trace_all = o->all;
+	skel->rodata->follow_children = true;
+	skel->rodata->per_process = o->per_process;
+	skel->rodata->per_file = o->per_file;
+	skel->rodata->count_hits = true;
+	skel->rodata->page_shift = __builtin_ctzl((unsigned long)sysconf(_SC_PAGESIZE));
+	skel->rodata->use_bpf_loop =
+		libbpf_probe_bpf_helper(BPF_PROG_TYPE_RAW_TRACEPOINT, BPF_FUNC_loop, NULL) == 1;
+	if (!skel->rodata->use_bpf_loop) {
+		errmsg(NULL, "the kernel lacks bpf_loop (v5.17), which it needs");
+		*err = -ENOENT;
+		goto fail;
+	}
+	*err = cache_bpf__load(skel);
+	if (!*err)
+		return skel;
+fail:
+	cache_bpf__destroy(skel);
+	return NULL;
+}
+
+struct cache_bpf *cache_load(const struct cache_load_options *o)
+{
+	struct cache_bpf *skel;
+	int err = 0;
+
+	verbose = o->verbose;
+	libbpf_set_print(libbpf_print);
+	skel = open_and_load(o, true, &err);
+	if (!skel && err != -ENOENT)
+		skel = open_and_load(o, false, &err);
+	if (!skel) {
+		if (err == -EPERM || (err == -EACCES && geteuid() != 0))
+			errmsg("loading BPF programs", "%s: run as root (uid %d)",
+			       errmsg_strerror(-err), (int)getuid());
+		else if (err != -ENOENT)
+			errmsg("loading BPF programs", "%s (rerun with -v for the verifier's log)",
+			       errmsg_strerror(-err));
+		return NULL;
+	}
+	err = cache_bpf__attach(skel);
+	if (err) {
+		errmsg("attaching to tracepoints", "%s", errmsg_strerror(-err));
+		cache_bpf__destroy(skel);
+		return NULL;
+	}
+	return skel;
+}
+
+void cache_unload(struct cache_bpf *skel)
+{
+	cache_bpf__destroy(skel);
+}
+
+int cache_trace_task(struct cache_bpf *skel, int tid)
+{
+	__u32 key = (__u32)tid;
+	__u8 one = 1;
+
+	if (bpf_map__update_elem(skel->maps.traced_tids, &key, sizeof(key), &one, sizeof(one), BPF_ANY)) {
+		errmsg("tracing a task", "%d: %s", tid, errmsg_strerror(errno));
+		return -1;
+	}
+	return 0;
+}
+
+int cache_read_totals(struct cache_bpf *skel, __u64 totals[NR_CACHE_COUNTERS])
+{
+	int ncpus = libbpf_num_possible_cpus();
+	__u64 *values;
+
+	if (ncpus <= 0)
+		return -1;
+	values = calloc(ncpus, sizeof(*values));
+	if (!values)
+		return errmsg(NULL, "out of memory"), -1;
+	for (__u32 slot = 0; slot < NR_CACHE_COUNTERS; slot++) {
+		totals[slot] = 0;
+		if (bpf_map__lookup_elem(skel->maps.totals, &slot, sizeof(slot), values,
+					 sizeof(*values) * ncpus, 0))
+			continue;
+		for (int i = 0; i < ncpus; i++)
+			totals[slot] += values[i];
+	}
+	free(values);
+	return 0;
+}
+
+__u64 cache_lost(const __u64 totals[NR_CACHE_COUNTERS])
+{
+	__u64 lost = 0;
+
+	for (int slot = CACHE_LOST_PAGE_STATE; slot < NR_CACHE_COUNTERS; slot++)
+		lost += totals[slot];
+	return lost;
+}
+
+void cache_report_lost(const __u64 t[NR_CACHE_COUNTERS])
+{
+	if (!cache_lost(t))
+		return;
+	errmsg(NULL, "%llu events LOST (page state map full: %llu, ranges too long: %llu, "
+	       "bios too long: %llu, untracked children: %llu, names: %llu, processes: %llu, "
+	       "files: %llu); the counts are incomplete",
+	       (unsigned long long)cache_lost(t), (unsigned long long)t[CACHE_LOST_PAGE_STATE],
+	       (unsigned long long)t[CACHE_LOST_LONG_RANGE], (unsigned long long)t[CACHE_LOST_LONG_BIO],
+	       (unsigned long long)t[CACHE_LOST_TASKS], (unsigned long long)t[CACHE_LOST_PATH],
+	       (unsigned long long)t[CACHE_LOST_PROCESS], (unsigned long long)t[CACHE_LOST_FILE]);
+}
+
+double read_hit_ratio(__u64 hits, __u64 misses)
+{
+	return hits + misses ? (double)hits / (double)(hits + misses) : 0.0;
+}
+
+static int parse_interval(const char *text, double *seconds)
+{
+	char *end;
+
+	errno = 0;
+	*seconds = strtod(text, &end);
+	if (errno || end == text || *end || !isfinite(*seconds) || *seconds <= 0 || *seconds > 86400) {
+		errmsg("INTERVAL", "'%s' is not a number of seconds above 0", text);
+		return -1;
+	}
+	return 0;
+}
+
+static int parse_count(const char *text, unsigned long *count)
+{
+	char *end;
+
+	errno = 0;
+	*count = strtoul(text, &end, 10);
+	if (errno || end == text || *end || *count == 0 || text[0] == '-') {
+		errmsg("COUNT", "'%s' is not a whole number above 0", text);
+		return -1;
+	}
+	return 0;
+}
+
+int interval_argument(struct interval_args *args, const char *text)
+{
+	int bad;
+
+	if (args->given >= 2)
+		return 1;
+	bad = args->given == 0 ? parse_interval(text, &args->seconds) :
+				 parse_count(text, &args->count);
+	args->given++;
+	return bad;
+}

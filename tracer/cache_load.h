@@ -1,0 +1,45 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/* cache_load.c: loading cache.bpf.c and reading its totals, for cachestat and cachetop. */
+#ifndef PAGETRACE_CACHE_LOAD_H
+#define PAGETRACE_CACHE_LOAD_H
+
+#include <stdbool.h>
+#include <linux/types.h>
+#include "cache.h"
+
+struct cache_bpf;
+
+struct cache_load_options {
+	bool all;		/* every task, or only those put in traced_tids */
+	bool per_process;
+	bool per_file;
+	bool verbose;		/* libbpf's messages */
+};
+
+/* open -> rodata -> load (tp_btf, else raw_tp) -> attach; errors said. */
+struct cache_bpf *cache_load(const struct cache_load_options *options);
+void cache_unload(struct cache_bpf *skel);
+
+/* Trace thread @tid (and, through fork, its descendants). */
+int cache_trace_task(struct cache_bpf *skel, int tid);
+
+/* The per-CPU totals, summed. */
+int cache_read_totals(struct cache_bpf *skel, __u64 totals[NR_CACHE_COUNTERS]);
+/* Events lost, from the totals; and a line saying which, on stderr. */
+__u64 cache_lost(const __u64 totals[NR_CACHE_COUNTERS]);
+void cache_report_lost(const __u64 totals[NR_CACHE_COUNTERS]);
+
+/* hits / (hits + misses), 0 when there was no access. */
+double read_hit_ratio(__u64 hits, __u64 misses);
+
+/* The [INTERVAL [COUNT]] arguments of both tools. */
+struct interval_args {
+	double seconds;		/* INTERVAL, > 0 (default 1) */
+	unsigned long count;	/* COUNT, > 0; 0: until interrupted */
+	int given;		/* how many of the two were given */
+};
+
+/* Take the next positional argument: 0, -1 when it is bad (said: exit 2), 1 when one too many. */
+int interval_argument(struct interval_args *args, const char *text);
+
+#endif /* PAGETRACE_CACHE_LOAD_H */

@@ -1,0 +1,174 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * cachestat: system-wide page-cache hits, misses and dirties per interval,
+ * the columns of bcc's cachestat, counted exactly on tracepoints (see
+ * cache.bpf.c and page_access.bpf.h for the words). Owns the options, the
+ * interval loop and the output; loading is cache_load.c's.
+ */
+#define _GNU_SOURCE
+#include <argp.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include "errmsg.h"
+#include "cache_load.h"
+
+#define TOOL "cachestat"
+#define VERSION "0.2.0"
+
+static struct options {
+	struct interval_args every;	/* [INTERVAL [COUNT]] */
+	bool json;
+	bool verbose;
+} opts = { .every.seconds = 1.0 };
+
+const char *argp_program_version = TOOL " (pagetrace) " VERSION;
+error_t argp_err_exit_status = 2;
+
+static const char doc[] =
+"Page-cache hits, misses and dirties of the whole system, every INTERVAL\n"
+"seconds (default 1), COUNT times (default: until Ctrl-C). A hit is an access\n"
+"to a page that was in the cache; a miss is the first access to a page read\n"
+"from storage while cachestat runs; an access is a page a read, pread,\n"
+"readv, sendfile or splice asked for, or the faulting page of an mmap fault.\n"
+"Writes count as dirties, never as misses. HIT% = hits / (hits + misses).\n"
+"BUFFERS_MB and CACHED_MB come from /proc/meminfo. Needs root.\n"
+"\n"
+"USAGE: cachestat [OPTIONS] [INTERVAL [COUNT]]\n"
+"\n"
+"EXAMPLES:\n"
+"  sudo pagetrace-cachestat              # every second, until Ctrl-C\n"
+"  sudo pagetrace-cachestat 5 12         # every 5 s, for a minute\n"
+"  sudo pagetrace-cachestat -j 1 10 > cache.jsonl   # one JSON object a line\n"
+"\n"
+"OPTIONS:";
+
+static const struct argp_option argp_options[] = {
+	{ "json", 'j', NULL, 0, "One JSON object per interval, one per line", 0 },
+	{ "verbose", 'v', NULL, 0, "Show libbpf's messages", 0 },
+	{},
+};
+
+static error_t parse_opt(int key, char *arg, struct argp_state *state)
+{
+	switch (key) {
+	case 'j': opts.json = true; break;
+	case 'v': opts.verbose = true; break;
+	case ARGP_KEY_ARG:
+		switch (interval_argument(&opts.every, arg)) {
+		case -1: exit(2);
+		case 1: argp_error(state, "too many arguments: %s", arg);
+		}
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+/* Buffers and Cached of /proc/meminfo, in MiB. */
+static void read_meminfo(double *buffers_mb, double *cached_mb)
+{
+	FILE *file = fopen("/proc/meminfo", "re");
+	char line[256];
+	unsigned long long kb;
+
+	*buffers_mb = *cached_mb = 0;
+	if (!file)
+		return;
+	while (fgets(line, sizeof(line), file)) {
+		if (sscanf(line, "Buffers: %llu kB", &kb) == 1)
+			*buffers_mb = kb / 1024.0;
+		else if (sscanf(line, "Cached: %llu kB", &kb) == 1)
+			*cached_mb = kb / 1024.0;
+	}
+	fclose(file);
+}
+
+static void print_interval(const __u64 *now, const __u64 *before)
+{
+	__u64 hits = now[CACHE_HITS] - before[CACHE_HITS];
+	__u64 misses = now[CACHE_MISSES] - before[CACHE_MISSES];
+	__u64 dirties = now[CACHE_DIRTIES] - before[CACHE_DIRTIES];
+	__u64 mapped = now[CACHE_MAPPED] - before[CACHE_MAPPED];
+	double ratio = read_hit_ratio(hits, misses), buffers, cached;
+	char stamp[32];
+	time_t t = time(NULL);
+	struct tm tm;
+
+	read_meminfo(&buffers, &cached);
+	if (opts.json) {
+		gmtime_r(&t, &tm);
+		strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
+		printf("{\"time\": \"%s\", \"hits\": %llu, \"misses\": %llu, \"dirties\": %llu, "
+		       "\"mapped\": %llu, \"read_hit_ratio\": %.6f, \"buffers_mb\": %.1f, "
+		       "\"cached_mb\": %.1f, \"lost\": %llu}\n", stamp, (unsigned long long)hits,
+		       (unsigned long long)misses, (unsigned long long)dirties,
+		       (unsigned long long)mapped, ratio, buffers, cached,
+		       (unsigned long long)(cache_lost(now) - cache_lost(before)));
+	} else {
+		printf("%10llu %10llu %10llu %7.2f%% %11.1f %11.1f\n", (unsigned long long)hits,
+		       (unsigned long long)misses, (unsigned long long)dirties, ratio * 100,
+		       buffers, cached);
+	}
+	fflush(stdout);
+}
+
+/* Sleep @seconds, or less if a signal asks to stop. */
+static void wait_interval(double seconds)
+{
+	struct timespec left = { (time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9) };
+
+	while (!stop_requested && nanosleep(&left, &left) && errno == EINTR)
+		;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct argp argp = { argp_options, parse_opt, "[INTERVAL [COUNT]]", doc, NULL, NULL, NULL };
+	struct cache_load_options load = { .all = true };
+	__u64 before[NR_CACHE_COUNTERS] = {}, now[NR_CACHE_COUNTERS];
+	struct sigaction action = { .sa_handler = on_signal };
+	struct cache_bpf *skel;
+	int exit_code = 1;
+
+	errmsg_init(TOOL);
+	if (argp_parse(&argp, argc, argv, 0, NULL, NULL))
+		return 2;
+	if (geteuid() != 0)
+		return errmsg(NULL, "needs root (it loads BPF programs): run it with sudo"), 1;
+	load.verbose = opts.verbose;
+	skel = cache_load(&load);
+	if (!skel)
+		return 1;
+	sigaction(SIGINT, &action, NULL);
+	sigaction(SIGTERM, &action, NULL);
+	if (!opts.json)
+		printf("%10s %10s %10s %8s %11s %11s\n", "HITS", "MISSES", "DIRTIES", "HIT%",
+		       "BUFFERS_MB", "CACHED_MB");
+	for (unsigned long i = 0; !stop_requested && (!opts.every.count || i < opts.every.count); i++) {
+		wait_interval(opts.every.seconds);
+		if (cache_read_totals(skel, now))
+			goto cleanup;
+		print_interval(now, before);
+		memcpy(before, now, sizeof(now));
+	}
+	cache_report_lost(before);
+	exit_code = 0;
+cleanup:
+	cache_unload(skel);
+	return exit_code;
+}

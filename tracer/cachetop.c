@@ -1,0 +1,482 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * cachetop: page-cache hits, misses, dirties and fault-around mappings per
+ * process or per file, every INTERVAL; or, with -c CMD, once for CMD and
+ * its descendants when CMD exits. Counted by cache.bpf.c (the words are
+ * page_access.bpf.h's). Owns the options, the per-process and per-file
+ * tables (read from the BPF maps, sorted, printed as text or JSON) and the
+ * wait for CMD; loading is cache_load.c's, file names are paths.c's,
+ * starting CMD is command.c's.
+ */
+#define _GNU_SOURCE
+#include <argp.h>
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <sys/wait.h>
+#include <bpf/libbpf.h>
+#include <bpf/bpf.h>
+#include "errmsg.h"
+#include "command.h"
+#include "paths.h"
+#include "cache_load.h"
+#include "cache.skel.h"
+
+#define TOOL "cachetop"
+#define VERSION "0.2.0"
+/* Rows per interval in the top view. */
+#define TOP_ROWS 20
+
+static struct options {
+	pid_t pid;		/* -p */
+	const char *command;	/* -c */
+	bool files;		/* --files */
+	bool json;
+	bool verbose;
+	struct interval_args every;	/* [INTERVAL [COUNT]] */
+} opts = { .every.seconds = 1.0 };
+
+const char *argp_program_version = TOOL " (pagetrace) " VERSION;
+error_t argp_err_exit_status = 2;
+
+static const char doc[] =
+"Page-cache hits, misses and dirties per process (or per file with --files),\n"
+"every INTERVAL seconds (default 1), COUNT times (default: until Ctrl-C);\n"
+"or, with -c CMD, once for CMD and all its descendants when CMD exits.\n"
+"A hit is an access to a page that was in the cache; a miss is the first\n"
+"access to a page read from storage while cachetop runs; an access is a\n"
+"page a read, pread, readv, sendfile or splice asked for, or the faulting\n"
+"page of an mmap fault. MAPPED counts pages that fault-around mapped without\n"
+"a fault on them. Writes count as dirties, never as misses.\n"
+"READ_HIT% = hits / (hits + misses). Needs root.\n"
+"\n"
+"USAGE: cachetop [OPTIONS] [INTERVAL [COUNT]]\n"
+"       cachetop [OPTIONS] -c CMD\n"
+"\n"
+"EXAMPLES:\n"
+"  sudo pagetrace-cachetop                    # top processes, every second\n"
+"  sudo pagetrace-cachetop --files 5          # top files, every 5 s\n"
+"  sudo pagetrace-cachetop -p 1234 1 10       # one process, 10 s\n"
+"  sudo pagetrace-cachetop -j -c 'make -j2'   # one JSON object when make ends\n"
+"\n"
+"Exit status with -c: CMD's (128+N if killed by signal N); 1 if cachetop\n"
+"itself failed; 2 for bad usage.\n"
+"\n"
+"OPTIONS:";
+
+enum { OPT_FILES = 0x100 };
+
+static const struct argp_option argp_options[] = {
+	{ "pid", 'p', "PID", 0, "Only this process (all its threads) and its children", 0 },
+	{ "command", 'c', "CMD", 0, "Run CMD with /bin/sh -c; report it and its descendants when it exits", 0 },
+	{ "files", OPT_FILES, NULL, 0, "Rows per file instead of per process", 0 },
+	{ "json", 'j', NULL, 0, "JSON: one object per interval (one line each), or one for -c", 0 },
+	{ "verbose", 'v', NULL, 0, "Show libbpf's messages", 0 },
+	{},
+};
+
+static error_t parse_opt(int key, char *arg, struct argp_state *state)
+{
+	char *end;
+
+	switch (key) {
+	case 'p':
+		errno = 0;
+		opts.pid = strtol(arg, &end, 10);
+		if (errno || *end || end == arg || opts.pid <= 0)
+			argp_error(state, "-p: '%s' is not a process id", arg);
+		break;
+	case 'c': opts.command = arg; break;
+	case OPT_FILES: opts.files = true; break;
+	case 'j': opts.json = true; break;
+	case 'v': opts.verbose = true; break;
+	case ARGP_KEY_ARG:
+		switch (interval_argument(&opts.every, arg)) {
+		case -1: exit(2);
+		case 1: argp_error(state, "too many arguments: %s", arg);
+		}
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+static int check_options(void)
+{
+	if (opts.pid && opts.command)
+		return errmsg(NULL, "-p and -c are exclusive"), -1;
+	if (opts.command && opts.every.given)
+		return errmsg(NULL, "INTERVAL and COUNT do not apply with -c: it reports once, "
+			      "when CMD exits"), -1;
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Rows                                                               */
+
+struct row {
+	__u32 pid, uid;
+	char comm[TASK_COMM_LEN + 1];
+	struct file_id file;
+	struct cache_counts counts;
+};
+
+struct table {
+	struct row *rows;
+	size_t count;
+};
+
+static int add_row(struct table *t, const struct row *row)
+{
+	struct row *grown = reallocarray(t->rows, t->count + 1, sizeof(*grown));
+
+	if (!grown)
+		return errmsg(NULL, "out of memory"), -1;
+	t->rows = grown;
+	t->rows[t->count++] = *row;
+	return 0;
+}
+
+/* Every entry of the processes or files map; emptied with @reset (the top view). */
+static int read_table(struct cache_bpf *skel, bool by_file, bool reset, struct table *t)
+{
+	struct bpf_map *map = by_file ? skel->maps.files : skel->maps.processes;
+	size_t key_size = bpf_map__key_size(map);
+	char key[sizeof(struct file_id)], next[sizeof(struct file_id)];
+	void *prev = NULL;
+	struct row row;
+	struct process_counts process;
+
+	t->rows = NULL;
+	t->count = 0;
+	while (!bpf_map__get_next_key(map, prev, next, key_size)) {
+		memcpy(key, next, key_size);
+		prev = key;
+		memset(&row, 0, sizeof(row));
+		if (by_file) {
+			memcpy(&row.file, key, sizeof(row.file));
+			if (bpf_map__lookup_elem(map, key, key_size, &row.counts, sizeof(row.counts), 0))
+				continue;
+		} else {
+			if (bpf_map__lookup_elem(map, key, key_size, &process, sizeof(process), 0))
+				continue;
+			memcpy(&row.pid, key, sizeof(row.pid));
+			row.uid = process.uid;
+			memcpy(row.comm, process.comm, TASK_COMM_LEN);
+			row.counts = process.counts;
+		}
+		if (add_row(t, &row))
+			return -1;
+	}
+	if (reset)
+		for (size_t i = 0; i < t->count; i++)
+			bpf_map__delete_elem(map, by_file ? (void *)&t->rows[i].file :
+					     (void *)&t->rows[i].pid, key_size, 0);
+	return 0;
+}
+
+static int busier_first(const void *a, const void *b)
+{
+	const struct cache_counts *x = &((const struct row *)a)->counts;
+	const struct cache_counts *y = &((const struct row *)b)->counts;
+	__u64 nx = x->hits + x->misses + x->dirties, ny = y->hits + y->misses + y->dirties;
+
+	return nx < ny ? 1 : nx > ny ? -1 : 0;
+}
+
+static const char *row_path(const struct row *row)
+{
+	struct known_file *known = known_file(&row->file);
+
+	return known ? known->path : "//unknown";
+}
+
+/* ------------------------------------------------------------------ */
+/* Output                                                             */
+
+static void json_string(FILE *out, const char *text)
+{
+	putc('"', out);
+	for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+		if (*p == '"' || *p == '\\')
+			fprintf(out, "\\%c", *p);
+		else if (*p < 0x20 || *p == 0x7f)
+			fprintf(out, "\\u%04x", *p);
+		else
+			putc(*p, out);
+	}
+	putc('"', out);
+}
+
+static void json_counts(FILE *out, const struct cache_counts *c)
+{
+	fprintf(out, "\"hits\": %llu, \"misses\": %llu, \"mapped\": %llu, \"dirties\": %llu, "
+		"\"read_hit_ratio\": %.6f", (unsigned long long)c->hits,
+		(unsigned long long)c->misses, (unsigned long long)c->mapped,
+		(unsigned long long)c->dirties, read_hit_ratio(c->hits, c->misses));
+}
+
+static void json_rows(FILE *out, const struct table *t, bool by_file)
+{
+	putc('[', out);
+	for (size_t i = 0; i < t->count; i++) {
+		const struct row *row = &t->rows[i];
+
+		fputs(i ? ", {" : "{", out);
+		if (by_file) {
+			fputs("\"path\": ", out);
+			json_string(out, row_path(row));
+		} else {
+			fprintf(out, "\"pid\": %u, \"uid\": %u, \"comm\": ", row->pid, row->uid);
+			json_string(out, row->comm);
+		}
+		fputs(", ", out);
+		json_counts(out, &row->counts);
+		putc('}', out);
+	}
+	putc(']', out);
+}
+
+static void text_rows(FILE *out, const struct table *t, bool by_file, size_t limit)
+{
+	if (by_file)
+		fprintf(out, "%10s %10s %10s %10s %9s  %s\n", "HITS", "MISSES", "MAPPED", "DIRTIES",
+			"READ_HIT%", "PATH");
+	else
+		fprintf(out, "%7s %6s %-16s %10s %10s %10s %10s %9s\n", "PID", "UID", "COMM", "HITS",
+			"MISSES", "MAPPED", "DIRTIES", "READ_HIT%");
+	for (size_t i = 0; i < t->count && i < limit; i++) {
+		const struct row *r = &t->rows[i];
+		const struct cache_counts *c = &r->counts;
+		double ratio = read_hit_ratio(c->hits, c->misses) * 100;
+
+		if (by_file)
+			fprintf(out, "%10llu %10llu %10llu %10llu %8.2f%%  %s\n",
+				(unsigned long long)c->hits, (unsigned long long)c->misses,
+				(unsigned long long)c->mapped, (unsigned long long)c->dirties, ratio,
+				row_path(r));
+		else
+			fprintf(out, "%7u %6u %-16s %10llu %10llu %10llu %10llu %8.2f%%\n", r->pid,
+				r->uid, r->comm, (unsigned long long)c->hits,
+				(unsigned long long)c->misses, (unsigned long long)c->mapped,
+				(unsigned long long)c->dirties, ratio);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* File names (ring buffer of path events)                            */
+
+static int handle_event(void *ctx, void *data, size_t size)
+{
+	const struct path_event *e = data;
+	char *path;
+
+	(void)ctx;
+	if (size < sizeof(*e) || e->kind != PATH_EVENT_KIND)
+		return 0;
+	path = resolve_path(e);
+	if (path)
+		remember_file(&e->file, path);
+	return 0;
+}
+
+/* ------------------------------------------------------------------ */
+/* Modes                                                              */
+
+static volatile sig_atomic_t stop_requested;
+
+static void on_signal(int sig)
+{
+	(void)sig;
+	stop_requested = 1;
+}
+
+static void print_top(struct cache_bpf *skel, struct ring_buffer *rb)
+{
+	struct table t;
+	char stamp[32];
+	time_t now = time(NULL);
+	struct tm tm;
+
+	ring_buffer__consume(rb);
+	if (read_table(skel, opts.files, true, &t))
+		return;
+	qsort(t.rows, t.count, sizeof(*t.rows), busier_first);
+	gmtime_r(&now, &tm);
+	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
+	if (opts.json) {
+		printf("{\"time\": \"%s\", \"%s\": ", stamp, opts.files ? "files" : "processes");
+		json_rows(stdout, &t, opts.files);
+		puts("}");
+	} else {
+		printf("%s\n", stamp);
+		text_rows(stdout, &t, opts.files, TOP_ROWS);
+		putchar('\n');
+	}
+	fflush(stdout);
+	free(t.rows);
+}
+
+/* Sleep up to @seconds, polling the ring buffer for names meanwhile. */
+static void wait_interval(struct ring_buffer *rb, double seconds)
+{
+	struct timespec start, now;
+
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	for (;;) {
+		ring_buffer__poll(rb, 100);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		if (stop_requested || (now.tv_sec - start.tv_sec) +
+		    (now.tv_nsec - start.tv_nsec) / 1e9 >= seconds)
+			return;
+	}
+}
+
+static int run_top(struct cache_bpf *skel, struct ring_buffer *rb)
+{
+	for (unsigned long i = 0; !stop_requested && (!opts.every.count || i < opts.every.count); i++) {
+		wait_interval(rb, opts.every.seconds);
+		print_top(skel, rb);
+	}
+	return 0;
+}
+
+/* -c: the summary, once CMD has exited. */
+static void print_summary(struct cache_bpf *skel, const __u64 *totals, int exit_code)
+{
+	struct cache_counts all = {
+		.hits = totals[CACHE_HITS], .misses = totals[CACHE_MISSES],
+		.dirties = totals[CACHE_DIRTIES], .mapped = totals[CACHE_MAPPED],
+	};
+	struct table procs = {}, files_table = {};
+
+	if (read_table(skel, false, false, &procs) || read_table(skel, true, false, &files_table))
+		goto out;
+	qsort(procs.rows, procs.count, sizeof(*procs.rows), busier_first);
+	qsort(files_table.rows, files_table.count, sizeof(*files_table.rows), busier_first);
+	if (opts.json) {
+		fputs("{\"command\": ", stdout);
+		json_string(stdout, opts.command);
+		printf(", \"exit_status\": %d, ", exit_code);
+		json_counts(stdout, &all);
+		printf(", \"lost\": %llu, \"processes\": ", (unsigned long long)cache_lost(totals));
+		json_rows(stdout, &procs, false);
+		fputs(", \"files\": ", stdout);
+		json_rows(stdout, &files_table, true);
+		puts("}");
+	} else {
+		printf("%s: hits %llu, misses %llu, mapped %llu, dirties %llu, read hit ratio %.2f%%\n",
+		       opts.command, (unsigned long long)all.hits, (unsigned long long)all.misses,
+		       (unsigned long long)all.mapped, (unsigned long long)all.dirties,
+		       read_hit_ratio(all.hits, all.misses) * 100);
+		text_rows(stdout, opts.files ? &files_table : &procs, opts.files, (size_t)-1);
+	}
+	fflush(stdout);
+out:
+	free(procs.rows);
+	free(files_table.rows);
+}
+
+/* Is the first word of CMD something the shell can run? */
+static int check_command(const char *command)
+{
+	char word[256];
+	char *check = NULL;
+	int status;
+
+	if (sscanf(command, " %255s", word) != 1)
+		return errmsg("-c", "empty command"), -1;
+	if (asprintf(&check, "command -v -- '%s' >/dev/null 2>&1", word) < 0)
+		return errmsg(NULL, "out of memory"), -1;
+	if (strchr(word, '\'')) {	/* quoting we do not parse: let the shell say */
+		free(check);
+		return 0;
+	}
+	status = system(check);
+	free(check);
+	if (status != 0)
+		return errmsg("-c", "%s: command not found", word), -1;
+	return 0;
+}
+
+static int mark_task(void *skel, pid_t child)
+{
+	return cache_trace_task(skel, child);
+}
+
+static int run_command(struct cache_bpf *skel, struct ring_buffer *rb)
+{
+	struct command_spec spec = { .shell_command = opts.command, .stdout_to_stderr = true };
+	__u64 totals[NR_CACHE_COUNTERS];
+	int status = 0, exit_code;
+	pid_t child = start_gated_command(&spec, mark_task, skel);
+
+	if (child < 0)
+		return 1;
+	while (waitpid(child, &status, WNOHANG) != child) {
+		if (stop_requested) {
+			kill(child, SIGTERM);
+			waitpid(child, &status, 0);
+			break;
+		}
+		ring_buffer__poll(rb, 100);
+	}
+	ring_buffer__consume(rb);
+	exit_code = exit_code_of(status);
+	if (cache_read_totals(skel, totals))
+		return 1;
+	print_summary(skel, totals, exit_code);
+	cache_report_lost(totals);
+	return exit_code;
+}
+
+int main(int argc, char **argv)
+{
+	static const struct argp argp = { argp_options, parse_opt, "[INTERVAL [COUNT]]", doc, NULL, NULL, NULL };
+	struct cache_load_options load = {};
+	struct sigaction action = { .sa_handler = on_signal };
+	struct cache_bpf *skel = NULL;
+	struct ring_buffer *rb = NULL;
+	int exit_code = 1;
+
+	errmsg_init(TOOL);
+	if (argp_parse(&argp, argc, argv, 0, NULL, NULL) || check_options())
+		return 2;
+	if (geteuid() != 0)
+		return errmsg(NULL, "needs root (it loads BPF programs): run it with sudo"), 1;
+	if (opts.pid && kill(opts.pid, 0) && errno == ESRCH)
+		return errmsg("-p", "%d: no such process", opts.pid), 1;
+	if (opts.command && check_command(opts.command))
+		return 127;
+	load.all = !opts.pid && !opts.command;
+	/* The top view reads and empties one table per interval: keep only that one. */
+	load.per_process = opts.command || !opts.files;
+	load.per_file = opts.command || opts.files;
+	load.verbose = opts.verbose;
+	skel = cache_load(&load);
+	if (!skel || load_mounts())
+		goto cleanup;
+	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), handle_event, NULL, NULL);
+	if (!rb) {
+		errmsg("ring buffer", "%s", errmsg_strerror(errno));
+		goto cleanup;
+	}
+	sigaction(SIGINT, &action, NULL);
+	sigaction(SIGTERM, &action, NULL);
+	if (opts.pid && adopt_threads(opts.pid, mark_task, skel))
+		goto cleanup;
+	exit_code = opts.command ? run_command(skel, rb) : run_top(skel, rb);
+cleanup:
+	ring_buffer__free(rb);
+	if (skel)
+		cache_unload(skel);
+	free_mounts();
+	return exit_code;
+}

@@ -1,0 +1,90 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Send the name of a file to user space once (struct path_event), for
+ * trace and cachetop. The includer defines, before including this header,
+ * the ring buffer `events`, wakeup_flags() (when to wake the reader) and
+ * on_path_lost() (the ring buffer was full).
+ */
+#ifndef PAGETRACE_FILE_PATH_BPF_H
+#define PAGETRACE_FILE_PATH_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include "file_path.h"
+#include "core_fixes.bpf.h"
+#include "page_access.bpf.h"	/* file_id_of() */
+
+/* Files whose name was already sent, so that each name goes out once. */
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct file_id);
+	__type(value, __u8);
+} named_files SEC(".maps");
+
+/* The dentry an inode is known by: the first of its aliases. */
+static __always_inline struct dentry *inode_dentry(struct inode *inode)
+{
+	struct hlist_node *first = BPF_CORE_READ(inode, i_dentry.first);
+
+	if (!first)
+		return NULL;
+	return container_of(first, struct dentry, d_u.d_alias);
+}
+
+/*
+ * Send the name of a file, leaf first, up to its filesystem's root; user
+ * space maps the filesystem to its mount point. A global function, so the
+ * verifier checks this walk once instead of at every call site.
+ */
+__noinline int emit_file_path(__u64 inode_addr)
+{
+	struct inode *inode = (struct inode *)inode_addr;
+	struct path_event *event;
+	struct dentry *dentry, *parent;
+	struct file_id id = {};
+	__u32 depth = 0;
+	__u8 one = 1;
+
+	if (!inode)
+		return 0;
+	file_id_of(inode, &id);
+	/* Look first: an LRU map's update takes a free node even when the key is there. */
+	if (bpf_map_lookup_elem(&named_files, &id) ||
+	    bpf_map_update_elem(&named_files, &id, &one, BPF_NOEXIST))
+		return 0;	/* sent before */
+
+	event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
+	if (!event) {
+		/* Forget it, so that the next read of the file tries again. */
+		bpf_map_delete_elem(&named_files, &id);
+		on_path_lost();
+		return 0;
+	}
+	event->kind = PATH_EVENT_KIND;
+	event->file = id;
+	event->flags = inode_nlink(inode) == 0 ? PATH_DELETED : 0;
+
+	dentry = inode_dentry(inode);
+	if (!dentry)
+		event->flags |= PATH_NO_DENTRY;
+	for (int i = 0; i < PATH_MAX_DEPTH && dentry; i++) {
+		parent = BPF_CORE_READ(dentry, d_parent);
+		if (parent == dentry || !parent) {
+			dentry = NULL;	/* reached the filesystem's root */
+			break;
+		}
+		bpf_probe_read_kernel_str(event->names[i], PATH_NAME_LEN,
+					  BPF_CORE_READ(dentry, d_name.name));
+		depth = i + 1;
+		dentry = parent;
+	}
+	if (dentry)
+		event->flags |= PATH_TOO_DEEP;
+	event->depth = depth;
+	bpf_ringbuf_submit(event, wakeup_flags());
+	return 0;
+}
+
+#endif /* PAGETRACE_FILE_PATH_BPF_H */

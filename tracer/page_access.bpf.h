@@ -1,0 +1,659 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Page accesses and page state, shared by trace --used, cachestat and
+ * cachetop. Words as in docs/trace-format.md and docs/tracer.md:
+ *
+ *   access  a page that a read, pread, readv, sendfile or splice asked for
+ *           (filemap:mm_filemap_get_pages, clamped to the file size), or the
+ *           faulting page of an mmap page fault, one page per fault
+ *           (filemap:mm_filemap_fault when the fault goes to the filesystem,
+ *           filemap:mm_filemap_map_pages when fault-around serves it);
+ *   mapped  a page that fault-around mapped without a fault on it;
+ *   miss    the first access to a page read from storage while tracing;
+ *   hit     every other access.
+ *
+ * State per page lives in page_states, one entry per 64 pages of a file
+ * (struct page_chunk), so that a program re-reading a cached file costs no
+ * record and no memory beyond the first pass. A full map is reported through
+ * on_state_full(), never dropped silently.
+ *
+ * The map_pages tracepoint gives only the range fault-around tried. Which
+ * page faulted comes from exceptions:page_fault_user/kernel (the address)
+ * and bpf_find_vma (its file page); which pages it really mapped comes from
+ * the page cache itself, read the way filemap_map_pages() does (present,
+ * uptodate, unlocked, no readahead mark).
+ *
+ * The includer defines four hooks (declared below) and calls the
+ * page_access_*() entry points from its tracepoint programs, after its own
+ * filter (traced tasks).
+ */
+#ifndef PAGETRACE_PAGE_ACCESS_BPF_H
+#define PAGETRACE_PAGE_ACCESS_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include "page_access.h"
+#include "core_fixes.bpf.h"
+
+const volatile __u32 page_shift = 12;
+/*
+ * cachestat/cachetop: tell hits from misses. Needs the pending bits (set by
+ * reads from storage) and a look at the page cache on every read call.
+ * trace --used needs only first accesses and mapped pages.
+ */
+const volatile bool count_hits = false;
+/*
+ * Kernels before v5.17 "bpf: Add bpf_loop helper" have no bpf_loop; user
+ * space probes for it. The walks here need it (unrolled, they are too many
+ * states for the verifier): user space refuses page accesses without it.
+ */
+const volatile bool use_bpf_loop = true;
+
+/* Chunks of one range walked with bpf_loop: 2^16 * 64 pages, 16 GiB. */
+#define MAX_CHUNKS		(1U << 16)
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__uint(max_entries, 1 << 18);	/* user space may resize */
+	__type(key, struct page_chunk_key);
+	__type(value, struct page_chunk);
+} page_states SEC(".maps");
+
+enum fault_state { FAULT_NONE, FAULT_STARTED, FAULT_RESOLVED };
+
+/* What one thread is doing: its read call and its page fault in progress. */
+struct thread_access {
+	__u64 call_mapping;	/* latest mm_filemap_get_pages of a read call */
+	__u64 call_last;	/* its last page as asked, before clamping */
+	__u64 call_index;	/* its first page */
+	__u64 call_counted;	/* pages of the call below this are counted */
+	__u64 fault_address;	/* set at page_fault_user/kernel */
+	__u64 fault_mapping;	/* once resolved: the page the fault accessed */
+	__u64 fault_index;
+	__u32 fault_state;	/* enum fault_state */
+	__u32 fault_expects_read; /* that page was absent: its read is this miss */
+};
+
+/* Task-local storage: no hashing on the fault path, freed with the thread. */
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct thread_access);
+} thread_accesses SEC(".maps");
+
+/* Room for one xarray node's slots, too big for the BPF stack. */
+struct xa_slots {
+	__u64 slot[64];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct xa_slots);
+} xa_slot_buf SEC(".maps");
+
+/* Hooks, defined by the includer. @key names the file and the chunk. */
+static __always_inline void on_access(struct inode *inode, const struct page_chunk_key *key,
+				      __u64 first_mask, __u32 hits, __u32 misses, __u32 how);
+static __always_inline void on_map(struct inode *inode, const struct page_chunk_key *key,
+				   __u64 new_mask);
+static __always_inline void on_state_full(void);
+static __always_inline void on_walk_cut_short(void);
+
+static __always_inline void file_id_of(struct inode *inode, struct file_id *id)
+{
+	id->dev = BPF_CORE_READ(inode, i_sb, s_dev);
+	id->generation = BPF_CORE_READ(inode, i_generation);
+	id->ino = BPF_CORE_READ(inode, i_ino);
+}
+
+static __always_inline __u32 popcount64(__u64 x)
+{
+	x = x - ((x >> 1) & 0x5555555555555555ULL);
+	x = (x & 0x3333333333333333ULL) + ((x >> 2) & 0x3333333333333333ULL);
+	x = (x + (x >> 4)) & 0x0f0f0f0f0f0f0f0fULL;
+	return (__u32)((x * 0x0101010101010101ULL) >> 56);
+}
+
+/* 1 + the highest set bit of @x, 0 for 0 (LLVM 14's BPF backend has no ctlz). */
+static __always_inline __u32 fls64(__u64 x)
+{
+	x |= x >> 1;
+	x |= x >> 2;
+	x |= x >> 4;
+	x |= x >> 8;
+	x |= x >> 16;
+	x |= x >> 32;
+	return popcount64(x);
+}
+
+/* Bits of chunk @chunk that fall in the pages [first, last]. */
+static __always_inline __u64 range_mask(__u64 chunk, __u64 first, __u64 last)
+{
+	__u64 base = chunk << CHUNK_SHIFT;
+	__u64 lo = first > base ? first - base : 0;
+	__u64 hi = last < base + CHUNK_PAGES - 1 ? last - base : CHUNK_PAGES - 1;
+	__u64 upper = hi >= 63 ? ~0ULL : (1ULL << (hi + 1)) - 1;
+
+	if (lo > 63)
+		return 0;
+	return upper & ~((1ULL << lo) - 1);
+}
+
+/* ------------------------------------------------------------------ */
+/* The page cache, read as filemap_map_pages() reads it                */
+
+/* include/linux/xarray.h: entry encodings (stable since v4.20). */
+static __always_inline bool xa_entry_is_node(unsigned long e)
+{
+	return (e & 3) == 2 && e > 4096;
+}
+
+static __always_inline bool xa_entry_is_sibling(unsigned long e)
+{
+	return (e & 3) == 2 && e < ((63UL << 2) | 2);
+}
+
+static __always_inline bool xa_entry_is_folio(unsigned long e)
+{
+	return e && !(e & 3);	/* value (shadow) entries have bit 0 set */
+}
+
+/* next_uptodate_folio(): fault-around skips what is not uptodate, locked or marked for readahead. */
+static __always_inline bool folio_mappable(unsigned long folio)
+{
+	unsigned long word = folio_flags_word((const struct folio *)folio);
+	unsigned long uptodate = 1UL << bpf_core_enum_value(enum pageflags, PG_uptodate);
+	unsigned long locked = 1UL << bpf_core_enum_value(enum pageflags, PG_locked);
+	unsigned long readahead = 1UL << bpf_core_enum_value(enum pageflags, PG_readahead);
+
+	return (word & uptodate) && !(word & (locked | readahead));
+}
+
+struct chunk_cache {
+	__u64 present;		/* pages in the page cache */
+	__u64 mappable;		/* of the bits asked for, those fault-around maps */
+};
+
+struct leaf_scan {
+	struct xa_node *node;
+	struct xa_slots *buf;	/* slots lo..lo+n-1 of the node, from buf->slot[0] */
+	__u32 lo;
+	__u64 want;
+	struct chunk_cache *out;
+};
+
+/* One slot of a leaf node (a bpf_loop callback: 64 inlined slots are too many states). */
+static long scan_leaf_slot(__u32 i, struct leaf_scan *scan)
+{
+	__u32 slot = scan->lo + i;
+	__u64 index = i;
+	unsigned long e;
+
+	/* Keep the bound check and the access on one register, for the verifier. */
+	barrier_var(index);
+	if (index >= CHUNK_PAGES || slot >= CHUNK_PAGES)
+		return 1;
+	e = scan->buf->slot[index];
+	if (xa_entry_is_sibling(e)) {	/* a large folio: its first slot may lie before lo */
+		struct xa_node *node = scan->node;	/* ours: outside the CO-RE access below */
+
+		bpf_core_read(&e, sizeof(e), &node->slots[(e >> 2) & 63]);
+	}
+	if (!xa_entry_is_folio(e))
+		return 0;
+	scan->out->present |= 1ULL << slot;
+	if ((scan->want & (1ULL << slot)) && folio_mappable(e))
+		scan->out->mappable |= 1ULL << slot;
+	return 0;
+}
+
+/* Lowest set bit of @x (not 0), as an index. */
+static __always_inline __u32 lowest_bit(__u64 x)
+{
+	return fls64(x & -x) - 1;
+}
+
+/* A leaf node: one slot per page of the chunk; only the slots of @span are read. */
+static __always_inline void leaf_slots(struct xa_node *node, __u64 span, __u64 want,
+				       struct chunk_cache *out)
+{
+	__u32 zero = 0, lo, n;
+	struct leaf_scan scan = { .node = node, .want = want, .out = out };
+
+	if (!span)
+		return;
+	lo = lowest_bit(span);
+	n = fls64(span) - lo;
+	if (lo > 63 || n < 1 || n > CHUNK_PAGES)
+		return;
+	scan.lo = lo;
+	scan.buf = bpf_map_lookup_elem(&xa_slot_buf, &zero);
+	if (!scan.buf || bpf_probe_read_kernel(scan.buf->slot, n * sizeof(__u64),
+					       (void *)node + bpf_core_field_offset(struct xa_node, slots) +
+					       lo * sizeof(__u64)))
+		return;
+	bpf_loop(n, scan_leaf_slot, &scan, 0);
+}
+
+/*
+ * Which pages of @chunk (of those in @span) are in @mapping's page cache,
+ * and which of @want fault-around would map. XA_CHUNK_SIZE is 64,
+ * so a leaf node of the xarray covers exactly one chunk; an entry higher up
+ * is a folio of 64 pages or more covering all of it.
+ */
+static __always_inline void chunk_in_cache(struct address_space *mapping, __u64 chunk,
+					   __u64 span, __u64 want, struct chunk_cache *out)
+{
+	unsigned long entry = (unsigned long)BPF_CORE_READ(mapping, i_pages.xa_head);
+	__u64 index = chunk << CHUNK_SHIFT;
+
+	out->present = out->mappable = 0;
+	if (!xa_entry_is_node(entry)) {
+		/* No node: at most one small folio, at index 0. */
+		if (chunk == 0 && xa_entry_is_folio(entry)) {
+			out->present = 1;
+			if ((want & 1) && folio_mappable(entry))
+				out->mappable = 1;
+		}
+		return;
+	}
+	for (int level = 0; level < 8; level++) {
+		struct xa_node *node = (struct xa_node *)(entry - 2);
+		__u32 shift = BPF_CORE_READ(node, shift);
+		__u64 offset;
+
+		if (shift == 0) {
+			leaf_slots(node, span, want, out);
+			return;
+		}
+		if (shift >= 64 || (level == 0 && (index >> shift) > 63))
+			return;	/* beyond the tree */
+		offset = (index >> shift) & 63;
+		bpf_core_read(&entry, sizeof(entry), &node->slots[offset]);
+		if (xa_entry_is_sibling(entry))
+			bpf_core_read(&entry, sizeof(entry), &node->slots[(entry >> 2) & 63]);
+		if (xa_entry_is_node(entry))
+			continue;
+		if (xa_entry_is_folio(entry)) {
+			out->present = ~0ULL;
+			if (want && folio_mappable(entry))
+				out->mappable = want;
+		}
+		return;
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Walks over the chunks of a range                                    */
+
+enum chunk_op { OP_READ_CALL, OP_FAULT, OP_MAP, OP_READ_FROM_STORAGE };
+
+struct chunk_walk {
+	struct address_space *mapping;
+	struct inode *inode;
+	struct page_chunk_key key;
+	__u64 first, last;	/* pages, inclusive */
+	__u64 fault_index;	/* OP_MAP: the faulting page, or -1 */
+	__u64 skip_index;	/* OP_READ_FROM_STORAGE: a fault's page, or -1 */
+	__u64 counted;		/* OP_READ_CALL with count_hits: next page to count */
+	__u32 op;
+	__u32 how;
+	bool account_fault;	/* OP_MAP: the faulting page is this fault's access */
+	bool served;		/* OP_MAP: fault-around mapped the faulting page */
+	bool absent;		/* OP_FAULT: the page is not in the cache yet */
+};
+
+static __always_inline struct page_chunk *chunk_state(struct page_chunk_key *key, bool create)
+{
+	struct page_chunk *state = bpf_map_lookup_elem(&page_states, key);
+	struct page_chunk fresh = {};
+	long err;
+
+	if (state || !create)
+		return state;
+	err = bpf_map_update_elem(&page_states, key, &fresh, BPF_NOEXIST);
+	if (err && err != -17 /* EEXIST: another CPU was first */) {
+		on_state_full();
+		return NULL;
+	}
+	return bpf_map_lookup_elem(&page_states, key);
+}
+
+/* Mark @mask accessed; returns the pages accessed for the first time. */
+static __always_inline __u64 mark_accessed(struct page_chunk *state, __u64 mask,
+					   __u32 *hits, __u32 *misses)
+{
+	__u64 first = mask;
+	__u32 missed = 0;
+
+	if (state) {
+		first = mask & ~state->accessed;
+		missed = popcount64(mask & state->pending);
+		state->pending &= ~mask;
+		state->accessed |= mask;
+	}
+	*misses += missed;
+	*hits += popcount64(mask) - missed;
+	return first;
+}
+
+/*
+ * A read call's pages. trace: all of them, at its first batch. With
+ * count_hits: only the run of pages present from walk->counted on, which is
+ * what this batch and the next ones copy; a page absent now is read and
+ * counted at the call's next batch.
+ */
+static __always_inline int chunk_read_call(struct chunk_walk *walk, __u64 mask)
+{
+	struct page_chunk *state;
+	struct chunk_cache cache;
+	__u32 hits = 0, misses = 0;
+	__u64 first, run;
+	__u64 lo = walk->counted > (walk->key.chunk << CHUNK_SHIFT) ?
+		   walk->counted - (walk->key.chunk << CHUNK_SHIFT) : 0;
+	bool stop = false;
+
+	if (count_hits) {
+		if (lo > 63)
+			return 0;
+		chunk_in_cache(walk->mapping, walk->key.chunk, mask, 0, &cache);
+		run = cache.present >> lo;
+		run = (run & ~(run + 1)) << lo;	/* consecutive present pages from lo */
+		stop = (run & mask) != (mask & ~((1ULL << lo) - 1));
+		mask &= run;
+		if (mask)
+			walk->counted = (walk->key.chunk << CHUNK_SHIFT) + fls64(mask);
+	}
+	state = chunk_state(&walk->key, !count_hits && mask);
+	first = mark_accessed(state, mask, &hits, &misses);
+	if (mask && (first || count_hits))
+		on_access(walk->inode, &walk->key, first, hits, misses, ACCESS_BY_READ);
+	return stop;
+}
+
+static __always_inline int chunk_fault(struct chunk_walk *walk, __u64 mask)
+{
+	struct page_chunk *state;
+	struct chunk_cache cache;
+	__u32 hits = 0, misses = 0;
+	__u64 first;
+
+	if (count_hits) {
+		chunk_in_cache(walk->mapping, walk->key.chunk, mask, 0, &cache);
+		walk->absent = !(cache.present & mask);
+	}
+	state = chunk_state(&walk->key, !count_hits);
+	first = mark_accessed(state, mask, &hits, &misses);
+	if (walk->absent && !misses)
+		hits = 0, misses = 1;	/* this fault reads it: a miss */
+	on_access(walk->inode, &walk->key, first, hits, misses, ACCESS_BY_FAULT);
+	return 1;
+}
+
+static __always_inline int chunk_map(struct chunk_walk *walk, __u64 mask)
+{
+	__u64 base = walk->key.chunk << CHUNK_SHIFT, fault_bit = 0, candidates, new_map, want = mask;
+	struct page_chunk *state;
+	struct chunk_cache cache;
+	__u32 hits = 0, misses = 0;
+	__u64 first;
+
+	if (walk->fault_index >= base && walk->fault_index < base + CHUNK_PAGES)
+		fault_bit = 1ULL << (walk->fault_index - base);
+	state = chunk_state(&walk->key, false);
+	if (state && !count_hits) {
+		/* trace: pages already recorded need no look at the cache. */
+		if (walk->account_fault && (state->accessed & fault_bit))
+			walk->served = true;
+		want &= ~(state->accessed | state->mapped);
+	}
+	if (!want)
+		return 0;
+	chunk_in_cache(walk->mapping, walk->key.chunk, want, want, &cache);
+	candidates = cache.mappable & ~fault_bit;
+	if (!state)
+		state = chunk_state(&walk->key, candidates ||
+				    (!count_hits && (cache.mappable & fault_bit)));
+	if (walk->account_fault && (cache.mappable & fault_bit)) {
+		walk->served = true;
+		first = mark_accessed(state, fault_bit, &hits, &misses);
+		on_access(walk->inode, &walk->key, first, hits, misses, ACCESS_BY_FAULT);
+	}
+	if (!state)
+		return 0;
+	new_map = candidates & ~state->accessed & ~state->mapped;
+	state->mapped |= new_map;
+	if (new_map)
+		on_map(walk->inode, &walk->key, new_map);
+	return 0;
+}
+
+static __always_inline int chunk_read_from_storage(struct chunk_walk *walk, __u64 mask)
+{
+	__u64 base = walk->key.chunk << CHUNK_SHIFT;
+	struct page_chunk *state;
+
+	if (walk->skip_index >= base && walk->skip_index < base + CHUNK_PAGES)
+		mask &= ~(1ULL << (walk->skip_index - base));
+	state = chunk_state(&walk->key, mask != 0);
+	if (state)
+		state->pending |= mask;
+	return 0;
+}
+
+static long walk_one_chunk(__u32 i, struct chunk_walk *walk)
+{
+	__u64 chunk = (walk->first >> CHUNK_SHIFT) + i;
+	__u64 mask;
+
+	if (chunk > (walk->last >> CHUNK_SHIFT))
+		return 1;
+	walk->key.chunk = chunk;
+	mask = range_mask(chunk, walk->first, walk->last);
+	switch (walk->op) {
+	case OP_READ_CALL:
+		return chunk_read_call(walk, mask);
+	case OP_FAULT:
+		return chunk_fault(walk, mask);
+	case OP_MAP:
+		return chunk_map(walk, mask);
+	default:
+		return chunk_read_from_storage(walk, mask);
+	}
+}
+
+static __always_inline void walk_chunks(struct chunk_walk *walk)
+{
+	__u64 chunks = (walk->last >> CHUNK_SHIFT) - (walk->first >> CHUNK_SHIFT) + 1;
+
+	if (walk->last < walk->first || !use_bpf_loop)
+		return;
+	if (chunks == 1) {	/* most faults and reads: no loop to set up */
+		walk_one_chunk(0, walk);
+		return;
+	}
+	bpf_loop(MAX_CHUNKS, walk_one_chunk, walk, 0);
+	if (chunks > MAX_CHUNKS)
+		on_walk_cut_short();
+}
+
+static __always_inline void start_walk(struct chunk_walk *walk, struct address_space *mapping,
+				       __u32 op, __u64 first, __u64 last)
+{
+	walk->mapping = mapping;
+	walk->inode = BPF_CORE_READ(mapping, host);
+	file_id_of(walk->inode, &walk->key.file);
+	walk->op = op;
+	walk->first = first;
+	walk->last = last;
+	walk->fault_index = walk->skip_index = (__u64)-1;
+}
+
+/* ------------------------------------------------------------------ */
+/* Entry points                                                        */
+
+static __always_inline struct thread_access *thread_access(bool create)
+{
+	return bpf_task_storage_get(&thread_accesses, bpf_get_current_task_btf(), NULL,
+				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+}
+
+/* filemap:mm_filemap_get_pages(mapping, index, last_index) */
+static __always_inline void page_access_read_call(struct address_space *mapping,
+						  __u64 index, __u64 last)
+{
+	struct chunk_walk walk = {};
+	struct thread_access *ta;
+	__s64 size = BPF_CORE_READ(mapping, host, i_size);
+	__u64 end, asked = last;
+	bool same_call;
+
+	if (size <= 0)
+		return;
+	end = (__u64)(size - 1) >> page_shift;
+	if (last > end)
+		last = end;
+	if (index > last)
+		return;
+	start_walk(&walk, mapping, OP_READ_CALL, index, last);
+	ta = thread_access(true);
+	if (!ta) {
+		if (!count_hits)
+			walk_chunks(&walk);	/* every batch again: slower, still right */
+		return;
+	}
+	/*
+	 * The batches of one call share its end, and move forward. Without
+	 * this, a 1 GiB read() would walk what is left of its range at each of
+	 * its thousands of batches.
+	 */
+	same_call = ta->call_mapping == (__u64)mapping && ta->call_last == asked &&
+		    index > ta->call_index && index <= ta->call_counted;
+	walk.counted = same_call ? ta->call_counted : index;
+	walk.first = walk.counted;
+	walk_chunks(&walk);
+	if (!count_hits)
+		walk.counted = last + 1;	/* trace: the whole call is recorded */
+	ta->call_mapping = (__u64)mapping;
+	ta->call_last = asked;
+	ta->call_index = index;
+	ta->call_counted = walk.counted;
+}
+
+/* filemap:mm_filemap_fault(mapping, index): once per fault, retries too. */
+static __always_inline void page_access_fault(struct address_space *mapping, __u64 index)
+{
+	struct chunk_walk walk = {};
+	struct thread_access *ta = thread_access(true);
+
+	if (!ta)
+		return;
+	if (ta->fault_state == FAULT_RESOLVED && ta->fault_mapping == (__u64)mapping &&
+	    ta->fault_index == index)
+		return;	/* the same fault, retried after the page was read */
+	start_walk(&walk, mapping, OP_FAULT, index, index);
+	walk_chunks(&walk);
+	ta->fault_state = FAULT_RESOLVED;
+	ta->fault_mapping = (__u64)mapping;
+	ta->fault_index = index;
+	ta->fault_expects_read = walk.absent;
+}
+
+struct vma_lookup {
+	__u64 address;
+	__u64 mapping;
+	__u64 index;
+};
+
+static long vma_file_page(struct task_struct *task, struct vm_area_struct *vma,
+			  struct vma_lookup *lookup)
+{
+	struct file *file = BPF_CORE_READ(vma, vm_file);
+
+	(void)task;
+	if (!file)
+		return 0;
+	lookup->mapping = (__u64)BPF_CORE_READ(file, f_mapping);
+	lookup->index = ((lookup->address - BPF_CORE_READ(vma, vm_start)) >> page_shift) +
+			BPF_CORE_READ(vma, vm_pgoff);
+	return 0;
+}
+
+/* filemap:mm_filemap_map_pages(mapping, start, end): fault-around. */
+static __always_inline void page_access_map(struct address_space *mapping, __u64 start, __u64 end)
+{
+	struct thread_access *ta = thread_access(false);
+	struct vma_lookup lookup = {};
+	struct chunk_walk walk = {};
+
+	start_walk(&walk, mapping, OP_MAP, start, end);
+	if (ta && ta->fault_state == FAULT_STARTED && ta->fault_address) {
+		lookup.address = ta->fault_address;
+		bpf_find_vma(bpf_get_current_task_btf(), lookup.address, vma_file_page, &lookup, 0);
+		if (lookup.mapping == (__u64)mapping && lookup.index >= start && lookup.index <= end) {
+			walk.fault_index = lookup.index;
+			walk.account_fault = true;
+		}
+	} else if (ta && ta->fault_state == FAULT_RESOLVED && ta->fault_mapping == (__u64)mapping) {
+		walk.fault_index = ta->fault_index;	/* a retry: not mapped "without a fault" */
+	}
+	walk_chunks(&walk);
+	if (ta && walk.served) {
+		ta->fault_state = FAULT_RESOLVED;
+		ta->fault_mapping = (__u64)mapping;
+		ta->fault_index = walk.fault_index;
+		ta->fault_expects_read = 0;
+	}
+}
+
+/* exceptions:page_fault_user/kernel: a new fault starts. */
+static __always_inline void page_access_fault_start(__u64 address)
+{
+	struct thread_access *ta = thread_access(true);
+
+	if (!ta)
+		return;
+	ta->fault_address = address;
+	ta->fault_state = FAULT_STARTED;
+	ta->fault_expects_read = 0;
+}
+
+/* Pages read from storage (count_hits only): pending until accessed. */
+static __always_inline void page_access_read_from_storage(struct inode *inode, __u64 first,
+							  __u64 nr_pages)
+{
+	struct address_space *fault_mapping;
+	struct thread_access *ta;
+	struct chunk_walk walk = {};
+
+	if (!count_hits || !inode || !nr_pages)
+		return;
+	walk.inode = inode;
+	file_id_of(inode, &walk.key.file);
+	walk.op = OP_READ_FROM_STORAGE;
+	walk.first = first;
+	walk.last = first + nr_pages - 1;
+	walk.fault_index = walk.skip_index = (__u64)-1;
+	ta = thread_access(false);
+	if (ta && ta->fault_expects_read && ta->fault_mapping &&
+	    (fault_mapping = (struct address_space *)ta->fault_mapping) &&
+	    BPF_CORE_READ(fault_mapping, host) == inode &&
+	    ta->fault_index >= walk.first && ta->fault_index <= walk.last) {
+		walk.skip_index = ta->fault_index;	/* counted as a miss already */
+		ta->fault_expects_read = 0;
+	}
+	walk_chunks(&walk);
+}
+
+/* Nothing to do: task storage goes with its task. */
+static __always_inline void page_access_exit(__u32 tid)
+{
+	(void)tid;
+}
+
+#endif /* PAGETRACE_PAGE_ACCESS_BPF_H */

@@ -1,0 +1,274 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * paths: from what the kernel side sends about a file (struct path_event,
+ * file_path.bpf.h) to the path a trace prints. Owns the escaping of
+ * docs/trace-format.md, the mount table (/proc/self/mountinfo) that turns a
+ * path inside a filesystem into a path on this system, and the table of
+ * files seen so far (file_id -> escaped path). Used by trace and cachetop.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "errmsg.h"
+#include "paths.h"
+
+/* ------------------------------------------------------------------ */
+/* Path escaping and the mount table                                  */
+
+/* Escape as docs/trace-format.md says: \ooo for space, controls, DEL, backslash. */
+void write_escaped(FILE *out, const char *text)
+{
+	for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
+		if (*p <= 0x20 || *p == 0x7f || *p == '\\')
+			fprintf(out, "\\%03o", *p);
+		else
+			putc(*p, out);
+	}
+}
+
+/* Undo /proc/self/mountinfo's octal escapes in place. */
+void unescape_octal(char *text)
+{
+	char *out = text;
+
+	for (char *in = text; *in; in++) {
+		if (in[0] == '\\' && in[1] >= '0' && in[1] <= '3' &&
+		    in[2] >= '0' && in[2] <= '7' && in[3] >= '0' && in[3] <= '7') {
+			*out++ = (char)((in[1] - '0') * 64 + (in[2] - '0') * 8 + (in[3] - '0'));
+			in += 3;
+		} else {
+			*out++ = *in;
+		}
+	}
+	*out = '\0';
+}
+
+struct mount_entry {
+	unsigned int major, minor;
+	char *root;		/* the filesystem directory mounted here */
+	char *mount_point;
+};
+
+static struct mount_table {
+	struct mount_entry *entries;
+	size_t count;
+} mounts;
+
+void free_mounts(void)
+{
+	for (size_t i = 0; i < mounts.count; i++) {
+		free(mounts.entries[i].root);
+		free(mounts.entries[i].mount_point);
+	}
+	free(mounts.entries);
+	mounts.entries = NULL;
+	mounts.count = 0;
+}
+
+int load_mounts(void)
+{
+	FILE *file = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL, root[PATH_MAX], point[PATH_MAX];
+	size_t cap = 0, allocated = 0;
+	unsigned int major, minor;
+
+	if (!file)
+		return errmsg("/proc/self/mountinfo", "%s", errmsg_strerror(errno)), -1;
+	free_mounts();
+	while (getline(&line, &cap, file) > 0) {
+		if (sscanf(line, "%*d %*d %u:%u %4095s %4095s", &major, &minor, root, point) != 4)
+			continue;
+		if (mounts.count == allocated) {
+			allocated = allocated ? allocated * 2 : 64;
+			mounts.entries = realloc(mounts.entries, allocated * sizeof(*mounts.entries));
+			if (!mounts.entries)
+				return errmsg(NULL, "out of memory"), fclose(file), -1;
+		}
+		unescape_octal(root);
+		unescape_octal(point);
+		mounts.entries[mounts.count++] = (struct mount_entry){
+			major, minor, strdup(root), strdup(point) };
+	}
+	free(line);
+	fclose(file);
+	return 0;
+}
+
+/* @rel is relative to the filesystem root; does mount @m show it, and where? */
+static bool mount_shows(const struct mount_entry *m, const char *rel, const char **rest)
+{
+	size_t len = strlen(m->root);
+
+	if (!strcmp(m->root, "/")) {
+		*rest = rel;
+		return true;
+	}
+	if (strncmp(rel, m->root, len) || (rel[len] != '/' && rel[len] != '\0'))
+		return false;
+	*rest = rel + len;
+	return true;
+}
+
+static const struct mount_entry *find_mount(unsigned int major, unsigned int minor,
+					    const char *rel, const char **rest)
+{
+	for (size_t i = 0; i < mounts.count; i++) {
+		const struct mount_entry *m = &mounts.entries[i];
+
+		if (m->major == major && m->minor == minor && mount_shows(m, rel, rest))
+			return m;
+	}
+	return NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Files: id -> printable (already escaped) path                      */
+
+struct file_table files;
+
+static bool same_file(const struct file_id *a, const struct file_id *b)
+{
+	return a->dev == b->dev && a->ino == b->ino && a->generation == b->generation;
+}
+
+static size_t file_hash(const struct file_id *id)
+{
+	unsigned long long h = id->ino * 0x9e3779b97f4a7c15ULL;
+
+	h ^= ((unsigned long long)id->dev << 32) ^ id->generation;
+	return (size_t)(h ^ (h >> 29));
+}
+
+struct known_file *file_slot(const struct file_id *id)
+{
+	size_t i = file_hash(id) & (files.capacity - 1);
+
+	while (files.slots[i].path && !same_file(&files.slots[i].id, id))
+		i = (i + 1) & (files.capacity - 1);
+	return &files.slots[i];
+}
+
+static int grow_files(void)
+{
+	struct file_table old = files;
+
+	files.capacity = old.capacity ? old.capacity * 2 : 1024;
+	files.slots = calloc(files.capacity, sizeof(*files.slots));
+	if (!files.slots)
+		return -1;
+	for (size_t i = 0; i < old.capacity; i++)
+		if (old.slots[i].path)
+			*file_slot(&old.slots[i].id) = old.slots[i];
+	free(old.slots);
+	return 0;
+}
+
+void remember_file(const struct file_id *id, char *path)
+{
+	struct known_file *slot;
+
+	if ((files.count + 1) * 2 > files.capacity && grow_files()) {
+		free(path);
+		return;
+	}
+	slot = file_slot(id);
+	if (slot->path) {
+		free(slot->path);
+	} else {
+		files.count++;
+		slot->id = *id;
+	}
+	slot->path = path;
+}
+
+char *escaped_string(const char *raw)
+{
+	char *text = NULL;
+	size_t size = 0;
+	FILE *stream = open_memstream(&text, &size);
+
+	if (!stream)
+		return NULL;
+	write_escaped(stream, raw);
+	fclose(stream);
+	return text;
+}
+
+/* Join names[] (leaf first) into "/a/b/c", relative to the fs root. */
+static void join_components(const struct path_event *e, char *rel, size_t size)
+{
+	size_t used = 0;
+
+	rel[0] = '\0';
+	for (int i = (int)e->depth - 1; i >= 0 && used + 1 < size; i--) {
+		int n = snprintf(rel + used, size - used, "/%s", e->names[i]);
+
+		if (n < 0)
+			break;
+		used += (size_t)n;
+	}
+	if (used >= size)
+		used = size - 1;
+	if (!used)
+		strcpy(rel, "/");
+}
+
+char *unknown_path(const struct file_id *id)
+{
+	char *text = NULL;
+
+	if (asprintf(&text, "//unknown/%u:%u/%llu", id->dev >> 20, id->dev & 0xfffff,
+		     (unsigned long long)id->ino) < 0)
+		return NULL;
+	return text;
+}
+
+char *resolve_path(const struct path_event *e)
+{
+	unsigned int major = e->file.dev >> 20, minor = e->file.dev & 0xfffff;
+	const struct mount_entry *m;
+	const char *rest;
+	char rel[PATH_MAX], full[PATH_MAX + 64], *escaped, *text = NULL;
+
+	if (e->flags & (PATH_TOO_DEEP | PATH_NO_DENTRY))
+		return unknown_path(&e->file);
+	join_components(e, rel, sizeof(rel));
+	m = find_mount(major, minor, rel, &rest);
+	if (!m && !load_mounts())	/* mounted after we started? */
+		m = find_mount(major, minor, rel, &rest);
+	if (!m)
+		snprintf(full, sizeof(full), "//dev/%u:%u%s", major, minor, rel);
+	else if (!strcmp(m->mount_point, "/"))
+		snprintf(full, sizeof(full), "%s", *rest ? rest : "/");
+	else
+		snprintf(full, sizeof(full), "%s%s", m->mount_point, rest);
+	escaped = escaped_string(full);
+	if (!escaped)
+		return NULL;
+	if (!(e->flags & PATH_DELETED))
+		return escaped;
+	if (asprintf(&text, "//deleted%s", escaped) < 0)
+		text = NULL;
+	free(escaped);
+	return text;
+}
+
+struct known_file *known_file(const struct file_id *id)
+{
+	struct known_file *slot = files.capacity ? file_slot(id) : NULL;
+
+	if (!slot || !slot->path) {
+		char *unknown = unknown_path(id);
+
+		if (!unknown)
+			return NULL;
+		remember_file(id, unknown);
+		slot = file_slot(id);
+	}
+	return slot->path ? slot : NULL;
+}
+

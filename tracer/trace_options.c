@@ -1,0 +1,177 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * trace's options: argp's table, USAGE and EXAMPLES, parsing, and the checks
+ * that need every option. Owns `opts`.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <argp.h>
+#include "size.h"
+#include "errmsg.h"
+#include "trace_run.h"
+
+struct options opts = {
+	.ringbuf_bytes = 16UL << 20,
+};
+
+const char *argp_program_version = TOOL " " TRACE_VERSION;
+/* Bad options exit 2, as documented, not argp's default 64. */
+error_t argp_err_exit_status = 2;
+const char *argp_program_bug_address = "<https://github.com/pagetrace/pagetrace/issues>";
+static const char doc[] =
+"Record every file page that a command, and every process it starts, caused\n"
+"to be read from storage. One line per page: timestamp_us path offset\n"
+"(docs/trace-format.md). Needs root, or CAP_BPF and CAP_PERFMON.\n"
+"\n"
+"USAGE: trace [OPTIONS] -c 'CMD ARGS' | -- CMD ARGS | -p PID | -a\n"
+"\n"
+"EXAMPLES:\n"
+"  sudo trace -c 'firefox-esr --headless --screenshot /tmp/x.png' > reads.log\n"
+"  sudo trace -o reads.log -- ls -l /usr/lib       # run ls without a shell\n"
+"  sudo trace -x -c 'make -j2' > build.log   # + pid tid comm cause dev ino\n"
+"  sudo trace -p 1234 -d 10 > reads.log            # a running process, 10 s\n"
+"  sudo trace -a -d 5 > system.log                 # every process, 5 s\n"
+"  sudo trace --used -o used.log -- ./app  # + first access of every page\n"
+"\n"
+"When the trace goes to stdout, the command's stdout is sent to stderr so\n"
+"that the two never mix; with -o the command's stdout is left alone.\n"
+"\n"
+"Exit status: the traced command's status (128+N if killed by signal N);\n"
+"3 if it succeeded but events were lost and --allow-lost was not given;\n"
+"1 if trace itself failed.\n"
+"\n"
+"OPTIONS:";
+
+enum {
+	OPT_NO_CHILDREN = 0x100,
+	OPT_ALLOW_LOST,
+	OPT_RINGBUF,
+	OPT_ATTACH,
+	OPT_BTF,
+	OPT_NO_BPF_LOOP,
+	OPT_USED,
+	OPT_PAGE_STATES,
+	OPT_USER,
+};
+
+static const struct argp_option argp_options[] = {
+	{ "command", 'c', "CMD", 0, "Run CMD with /bin/sh -c and trace it and its descendants", 0 },
+	{ "pid", 'p', "PID", 0, "Trace a running process (all its threads) and its future children", 0 },
+	{ "all", 'a', NULL, 0, "Trace every process on the system", 0 },
+	{ "no-children", OPT_NO_CHILDREN, NULL, 0, "Do not follow child processes (threads are still followed)", 0 },
+	{ "output", 'o', "FILE", 0, "Write the trace to FILE instead of stdout", 0 },
+	{ "extra", 'x', NULL, 0, "Add the columns pid tid comm cause dev ino", 0 },
+	{ "used", OPT_USED, NULL, 0, "Also record the first access of every page and the pages "
+	  "fault-around mapped (format version 2: kinds read, access, map)", 0 },
+	{ "user", OPT_USER, "USER", 0, "Run CMD as USER (default under sudo: the invoking user)", 0 },
+	{ "duration", 'd', "SECONDS", 0, "Stop after SECONDS (needed with -a unless -c is given)", 0 },
+	{ "allow-lost", OPT_ALLOW_LOST, NULL, 0, "Exit 0 even if events were lost (they are still reported)", 0 },
+	{ "ringbuf-size", OPT_RINGBUF, "BYTES", 0, "Ring buffer size, power of two, K/M suffix (default 16M)", 0 },
+	{ "attach", OPT_ATTACH, "MODE", 0, "auto (default), tp_btf or raw_tp", 0 },
+	{ "btf", OPT_BTF, "FILE", 0, "Kernel BTF to use instead of /sys/kernel/btf/vmlinux "
+	  "(for kernels built without it, e.g. from BTFHub)", 0 },
+	{ "page-states", OPT_PAGE_STATES, "N", 0, "--used: remember the state of N chunks of 64 "
+	  "pages (default 262144, 64 GiB of file data); more are counted as lost", 0 },
+	{ "no-bpf-loop", OPT_NO_BPF_LOOP, NULL, OPTION_HIDDEN,
+	  "Walk bios as on kernels without bpf_loop (for tests)", 0 },
+	{ "quiet", 'q', NULL, 0, "No summary on stderr", 0 },
+	{ "verbose", 'v', NULL, 0, "Show libbpf's messages", 0 },
+	{},
+};
+
+static error_t parse_opt(int key, char *arg, struct argp_state *state)
+{
+	uint64_t size;
+	char *end;
+
+	switch (key) {
+	case 'c': opts.command = arg; break;
+	case 'a': opts.all = true; break;
+	case 'x': opts.extra = true; break;
+	case 'o': opts.output = arg; break;
+	case OPT_USER: opts.user = arg; break;
+	case 'q': opts.quiet = true; break;
+	case 'v': opts.verbose = true; break;
+	case OPT_NO_CHILDREN: opts.no_children = true; break;
+	case OPT_ALLOW_LOST: opts.allow_lost = true; break;
+	case OPT_BTF: opts.btf_path = arg; break;
+	case OPT_NO_BPF_LOOP: opts.no_bpf_loop = true; break;
+	case OPT_USED: opts.used = true; break;
+	case OPT_PAGE_STATES:
+		if (parse_size(arg, &size) || (opts.page_states = size) != size || opts.page_states == 0 ||
+		    opts.page_states > (1UL << 26))
+			argp_error(state, "--page-states must be from 1 to 64M: %s", arg);
+		break;
+	case 'p':
+		errno = 0;
+		opts.pid = strtol(arg, &end, 10);
+		if (errno || *end || opts.pid <= 0)
+			argp_error(state, "invalid PID: %s", arg);
+		break;
+	case 'd':
+		opts.duration = strtod(arg, &end);
+		if (*end || opts.duration <= 0)
+			argp_error(state, "invalid duration: %s", arg);
+		break;
+	case OPT_RINGBUF:
+		if (parse_size(arg, &size) || (opts.ringbuf_bytes = size) != size ||
+		    opts.ringbuf_bytes < 4096 || opts.ringbuf_bytes > (1UL << 30) ||
+		    (opts.ringbuf_bytes & (opts.ringbuf_bytes - 1)))
+			argp_error(state, "--ringbuf-size must be a power of two from 4K to 1G: %s", arg);
+		break;
+	case OPT_ATTACH:
+		if (!strcmp(arg, "auto"))
+			opts.attach = ATTACH_AUTO;
+		else if (!strcmp(arg, "tp_btf"))
+			opts.attach = ATTACH_TP_BTF;
+		else if (!strcmp(arg, "raw_tp"))
+			opts.attach = ATTACH_RAW_TP;
+		else
+			argp_error(state, "--attach takes auto, tp_btf or raw_tp: %s", arg);
+		break;
+	case ARGP_KEY_ARGS:
+		opts.argv = state->argv + state->next;
+		break;
+	default:
+		return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+/* Conflicts are checked once every option is known. */
+static int check_options(void)
+{
+	int targets = (opts.command != NULL) + (opts.argv != NULL) + (opts.pid != 0);
+
+	if (opts.command && opts.argv)
+		return errmsg(NULL, "give the command with -c or after --, not both"), -1;
+	if (targets > 1)
+		return errmsg(NULL, "-c/--, and -p are exclusive"), -1;
+	if (targets == 0 && !opts.all)
+		return errmsg(NULL, "nothing to trace: give -c CMD, -- CMD, -p PID or -a (see --help)"), -1;
+	if (opts.all && opts.pid)
+		return errmsg(NULL, "-a and -p are exclusive"), -1;
+	if (opts.all && opts.no_children)
+		return errmsg(NULL, "--no-children makes no sense with -a"), -1;
+	if (opts.all && !targets && opts.duration == 0)
+		errmsg(NULL, "tracing every process until Ctrl-C (or give -d SECONDS)");
+	if (opts.user && !(opts.command || opts.argv))
+		return errmsg(NULL, "--user only applies to a command run by trace"), -1;
+	return 0;
+}
+
+
+int parse_options(int argc, char **argv)
+{
+	static const struct argp argp = { argp_options, parse_opt, "[-- CMD [ARGS...]]", doc,
+					  NULL, NULL, NULL };
+
+	if (argp_parse(&argp, argc, argv, 0, NULL, NULL))
+		return -1;
+	return check_options();
+}

@@ -1,0 +1,249 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * trace's output: the header, the records (read, access, map; with -x the
+ * extra columns), the trailer, the summary on stderr, and the clock that
+ * turns kernel timestamps into wall-clock microseconds. Owns `run`.
+ */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <fcntl.h>
+#include <time.h>
+#include <sys/utsname.h>
+#include "paths.h"
+#include "trace.h"
+#include "errmsg.h"
+#include "trace_run.h"
+
+struct run_state run = { .page_size = 4096 };
+
+static const char *const cause_names[] = {
+	[CAUSE_UNKNOWN] = "-", [CAUSE_READ] = "read", [CAUSE_SYNC_RA] = "sync_ra",
+	[CAUSE_ASYNC_RA] = "async_ra", [CAUSE_FORCED_RA] = "forced_ra",
+	[CAUSE_FAULT] = "fault",
+};
+
+unsigned long long clock_ns(clockid_t clock)
+{
+	struct timespec ts;
+
+	clock_gettime(clock, &ts);
+	return ts.tv_sec * 1000000000ULL + ts.tv_nsec;
+}
+
+void measure_clock_offset(void)
+{
+	unsigned long long before = clock_ns(CLOCK_MONOTONIC);
+	unsigned long long real = clock_ns(CLOCK_REALTIME);
+	unsigned long long after = clock_ns(CLOCK_MONOTONIC);
+
+	run.realtime_offset_ns = (long long)real - (long long)(before + (after - before) / 2);
+	run.start_mono_ns = after;
+}
+
+static void print_command(FILE *out)
+{
+	if (opts.command) {
+		write_escaped(out, opts.command);
+	} else if (opts.argv) {
+		for (char **a = opts.argv; *a; a++) {
+			if (a != opts.argv)
+				fputs("\\040", out);	/* keep the header one token per word */
+			write_escaped(out, *a);
+		}
+	} else if (opts.pid) {
+		fprintf(out, "pid\\040%d", opts.pid);
+	} else {
+		fputs("system-wide", out);
+	}
+}
+
+void write_header(FILE *out)
+{
+	char stamp[64], host[256] = "";
+	struct timespec now;
+	struct utsname uts = {};
+	struct tm tm;
+
+	uname(&uts);
+	gethostname(host, sizeof(host) - 1);
+	clock_gettime(CLOCK_REALTIME, &now);
+	gmtime_r(&now.tv_sec, &tm);
+	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%S", &tm);
+	snprintf(stamp + strlen(stamp), sizeof(stamp) - strlen(stamp), ".%06ldZ",
+		 now.tv_nsec / 1000);
+	fprintf(out, "# pagetrace-format: %d\n# page-size: %ld\n# clock: realtime-us\n",
+		opts.used ? 2 : 1, run.page_size);
+	fprintf(out, "# columns: timestamp_us path offset%s%s\n", opts.used ? " kind" : "",
+		opts.extra ? " pid tid comm cause dev ino" : "");
+	if (opts.used)
+		fputs("# records: read access map\n", out);
+	fputs("# command: ", out);
+	print_command(out);
+	fprintf(out, "\n# start: %s\n# kernel: %s\n# host: %s\n", stamp, uts.release, host);
+	fprintf(out, "# tracer: %s %s (block:block_bio_queue, %s, %s%s)\n", TOOL, TRACE_VERSION,
+		run.attach_name, run.walk_name, opts.used ? ", used" : "");
+	fflush(out);
+}
+
+/* The path of a file with a read record; counts it in files= once. */
+static const char *path_of(const struct file_id *id)
+{
+	struct known_file *slot = known_file(id);
+
+	if (!slot)
+		return "//unknown";
+	if (!slot->used) {
+		slot->used = true;
+		files.files_read++;
+	}
+	return slot->path;
+}
+
+/* The path of a file with access or map records: files= counts reads only. */
+static const char *path_of_marked(const struct file_id *id)
+{
+	struct known_file *slot = known_file(id);
+
+	return slot ? slot->path : "//unknown";
+}
+
+static unsigned long long realtime_us(__u64 mono_ns)
+{
+	return ((long long)mono_ns + run.realtime_offset_ns) / 1000;
+}
+
+/* The -x columns: pid tid comm cause dev ino. */
+static void write_extra(__u32 pid, __u32 tid, const char *raw_comm, const char *cause,
+			const struct file_id *file)
+{
+	char comm[TASK_COMM_LEN + 1] = {};
+
+	memcpy(comm, raw_comm, TASK_COMM_LEN);
+	fprintf(run.out, " %u %u ", pid, tid);
+	write_escaped(run.out, comm[0] ? comm : "-");
+	fprintf(run.out, " %s %u:%u %llu", cause, file->dev >> 20, file->dev & 0xfffff,
+		(unsigned long long)file->ino);
+}
+
+static void write_pages(const struct pages_event *e)
+{
+	unsigned long long ts_us = realtime_us(e->ts_ns);
+	const char *path = path_of(&e->file);
+	unsigned long long page_bytes = 1ULL << e->page_shift;
+	const char *cause = e->cause < sizeof(cause_names) / sizeof(*cause_names) ?
+			    cause_names[e->cause] : "-";
+
+	for (__u32 i = 0; i < e->nr_pages; i++) {
+		fprintf(run.out, "%llu %s %llu", ts_us, path, (e->index + i) * page_bytes);
+		if (opts.used)
+			fputs(" read", run.out);
+		if (opts.extra)
+			write_extra(e->pid, e->tid, e->comm, cause, &e->file);
+		putc('\n', run.out);
+	}
+	run.pages += e->nr_pages;
+	run.end_mono_ns = e->ts_ns;
+}
+
+/* --used: one access or map record per page set in the chunk's mask. */
+static void write_marks(const struct marks_event *e)
+{
+	unsigned long long ts_us = realtime_us(e->ts_ns);
+	const char *path = path_of_marked(&e->file);
+	unsigned long long page_bytes = 1ULL << e->page_shift;
+	const char *kind = e->record == RECORD_MAP ? "map" : "access";
+	const char *cause = e->how == ACCESS_BY_READ ? "read" : "fault";
+
+	for (__u32 bit = 0; bit < 64; bit++) {
+		if (!(e->mask & (1ULL << bit)))
+			continue;
+		fprintf(run.out, "%llu %s %llu %s", ts_us, path, (e->base + bit) * page_bytes, kind);
+		if (opts.extra)
+			write_extra(e->pid, e->tid, e->comm, cause, &e->file);
+		putc('\n', run.out);
+		if (e->record == RECORD_MAP)
+			run.mapped++;
+		else
+			run.accessed++;
+	}
+}
+
+int handle_event(void *ctx, void *data, size_t size)
+{
+	__u32 kind = size >= sizeof(__u32) ? *(__u32 *)data : 0;
+
+	(void)ctx;
+	if (kind == EVENT_PATH && size >= sizeof(struct path_event)) {
+		const struct path_event *e = data;
+		char *path = resolve_path(e);
+
+		if (path)
+			remember_file(&e->file, path);
+	} else if (kind == EVENT_PAGES && size >= sizeof(struct pages_event)) {
+		write_pages(data);
+		run.bios++;
+	} else if (kind == EVENT_MARKS && size >= sizeof(struct marks_event)) {
+		write_marks(data);
+	}
+	if (ferror(run.out)) {
+		run.write_failed = true;
+		return -EIO;	/* stops ring_buffer__poll */
+	}
+	return 0;
+}
+
+void write_trailer(const struct lost_counts *lost, unsigned long long duration_us)
+{
+	fprintf(run.out, "# end: pages=%llu bytes=%llu files=%zu duration_us=%llu lost=%llu",
+		run.pages, run.pages * run.page_size, files.files_read, duration_us, lost->total);
+	if (opts.used)
+		fprintf(run.out, " accessed=%llu mapped=%llu", run.accessed, run.mapped);
+	putc('\n', run.out);
+	fflush(run.out);
+}
+
+void report(const struct lost_counts *lost, unsigned long long duration_us)
+{
+	double seconds = duration_us / 1e6;
+
+	if (lost->total)
+		fprintf(stderr, "%s: %llu events LOST (ring buffer full: %llu, names: %llu, "
+			"bios too long: %llu, untracked children: %llu, page state map full: %llu, "
+			"ranges too long: %llu); the trace is incomplete%s\n",
+			TOOL, lost->total, lost->ringbuf, lost->path, lost->long_bio, lost->tasks,
+			lost->page_state, lost->long_range,
+			lost->ringbuf || lost->path ? ": try a larger --ringbuf-size" : "");
+	if (opts.quiet)
+		return;
+	fprintf(stderr, "%s: %llu pages, %.1f MiB, %zu files, %.2f s, %.0f events/s, %llu lost\n",
+		TOOL, run.pages, run.pages * (double)run.page_size / (1 << 20), files.files_read,
+		seconds, seconds > 0 ? run.bios / seconds : 0.0, lost->total);
+}
+
+int open_output(void)
+{
+	int fd;
+
+	if (!opts.output) {
+		run.out = stdout;
+	} else {
+		fd = open(opts.output, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+		if (fd < 0)
+			return errmsg(opts.output, "%s", errmsg_strerror(errno)), -1;
+		run.out = fdopen(fd, "w");
+		if (!run.out)
+			return close(fd), -1;
+		/* Hand the file to the sudo caller, who will want to read and delete it. */
+		if (getuid() == 0 && getenv("SUDO_UID") && getenv("SUDO_GID") &&
+		    fchown(fd, (uid_t)atol(getenv("SUDO_UID")), (gid_t)atol(getenv("SUDO_GID"))))
+			errmsg(opts.output, "chown: %s", errmsg_strerror(errno));
+	}
+	setvbuf(run.out, NULL, _IOFBF, 1 << 20);
+	return 0;
+}
+
