@@ -9,7 +9,8 @@ import pyarrow.parquet as pq
 import pytest
 from matplotlib.container import ErrorbarContainer
 
-from pagetrace import cli, merge, plots, read_trace, startup
+from pagetrace import (cli, export, merge, metrics, model, plots, read_trace,
+                       startup, synth)
 from pagetrace.formats import read_plan, read_startup_runs
 
 SAMPLES = os.path.join(os.path.dirname(__file__), "..", "samples")
@@ -53,7 +54,8 @@ def test_summary_text_and_malformed_warnings(capsys):
 def test_unknown_version_fails_cleanly(capsys):
     code, _, err = run_cli(capsys, "summary", sample("unknown-version.log"))
     assert code == 1
-    assert "unsupported pagetrace-format version 2" in err
+    assert err == (f"pagetrace: {sample('unknown-version.log')}: unsupported "
+                   "trace format version '3' (this reader knows 1, 2)\n")
 
 
 def test_console_script_is_installed():
@@ -175,26 +177,6 @@ def test_plot_command_writes_png_and_svg(capsys, tmp_path):
         assert "<svg" in svg.read(500)
 
 
-def test_report(capsys, tmp_path):
-    out_dir = tmp_path / "report"
-    code, _, _ = run_cli(capsys, "report", sample("basic.log"), "--plan",
-                         sample("plan.csv"), "--replay-json",
-                         sample("replay-original.json"), "--replay-json",
-                         sample("replay-sorted.json"), "--startup",
-                         sample("startup-runs.csv"), "-o", str(out_dir))
-    assert code == 0
-    page = (out_dir / "index.html").read_text()
-    markdown = (out_dir / "report.md").read_text()
-    # Self-contained: every image is inline.
-    assert page.count("<img") == 4
-    assert page.count('src="data:image/png;base64,') == 4
-    assert "<img src=\"http" not in page
-    assert "| /usr/lib/libfoo.so | 5 | 20,480 |" in markdown
-    assert "| physical (plan) | original | 7 | 5 | 586,166,272 |" in markdown
-    assert "| cold | 3 | 0 | 1,750.00 ms ± 7.10% |" in markdown
-    assert "no (runs ≤ parameters)" in markdown
-
-
 @pytest.fixture
 def basic_frame():
     return read_trace(sample("basic.log"))
@@ -250,12 +232,16 @@ def test_export_csv_and_parquet(capsys, tmp_path):
                          str(csv_path), "--parquet", str(parquet_path))
     assert code == 0
     lines = csv_path.read_text().splitlines()
-    assert lines[0] == "timestamp_us,path,offset,pid,tid,comm,cause,dev,ino"
-    assert lines[1] == ("1763784000000000,/mnt/img/a\\040b\\012c,0,100,100,"
-                        "weird\\040app,sync_ra,7:0,12")
+    # A version 1 trace has the kind column too, all `read`: one schema
+    # for traces of both versions.
+    assert lines[0] == ("timestamp_us,path,offset,kind,pid,tid,comm,cause,"
+                        "dev,ino")
+    assert lines[1] == ("1763784000000000,/mnt/img/a\\040b\\012c,0,read,100,"
+                        "100,weird\\040app,sync_ra,7:0,12")
     assert len(lines) == 9
     table = pq.read_table(parquet_path)
     assert table.num_rows == 8
+    assert table.column("kind").to_pylist() == ["read"] * 8
     assert table.column("offset").to_pylist()[4] == 12288
     assert table.column("path").to_pylist()[2] == "/mnt/img/back\\134slash"
 
@@ -311,3 +297,116 @@ def test_diff(capsys, tmp_path):
                            str(tmp_path / "b.log"))
     assert code == 0
     assert out.splitlines()[-1].split() == ["total", "2", "1", "1"]
+
+
+# --- version 2 traces: every consumer of "pages read" counts only the
+# `read` records, so samples/used.log gives the numbers of its read
+# records alone (the same file without its access and map lines).
+
+@pytest.fixture
+def used_and_reads(tmp_path):
+    reads = tmp_path / "used-reads.log"
+    with open(sample("used.log")) as full:
+        reads.write_text("".join(
+            line for line in full
+            if line.startswith("#") or line.split()[3] == "read"))
+    return read_trace(sample("used.log")), read_trace(reads), str(reads)
+
+
+def test_v2_summary_counts_reads_only(capsys, used_and_reads):
+    _, _, reads_path = used_and_reads
+    code, out, _ = run_cli(capsys, "summary", "--json", sample("used.log"))
+    assert code == 0
+    full = json.loads(out)
+    _, out, _ = run_cli(capsys, "summary", "--json", reads_path)
+    alone = json.loads(out)
+    for key in ("totals", "files", "requests", "seeks"):
+        assert full[key] == alone[key]
+    # By hand: libfoo 0-12288 (4 pages) and my file 0-8192 (3 pages), each
+    # one request; the second is a seek (another file).
+    assert full["totals"]["pages"] == 7 and full["totals"]["files"] == 2
+    assert full["totals"]["bytes"] == 28672
+    assert full["totals"]["duration_us"] == 100
+    assert [f["pages"] for f in full["files"]] == [4, 3]
+    assert (full["requests"], full["seeks"]) == (2, 1)
+
+
+def test_v2_seeks_and_model_count_reads_only(capsys, used_and_reads):
+    full, alone, reads_path = used_and_reads
+    assert metrics.trace_seek_report(full) == metrics.trace_seek_report(alone)
+    assert model.predict_trace(full) == model.predict_trace(alone)
+    requests = metrics.group_requests(full)
+    assert list(zip(requests["path"].astype(str), requests["offset"],
+                    requests["length"])) == [
+        ("/usr/lib/libfoo.so", 0, 16384), ("/data/my file", 0, 12288)]
+    assert metrics.per_file(full).equals(metrics.per_file(alone))
+    plan = synth.contiguous_layout_plan(requests)
+    assert plan.equals(synth.contiguous_layout_plan(
+        metrics.group_requests(alone)))
+    _, out_full, _ = run_cli(capsys, "seeks", "--json", sample("used.log"))
+    _, out_alone, _ = run_cli(capsys, "seeks", "--json", reads_path)
+    assert json.loads(out_full) == json.loads(out_alone)
+
+
+def test_v2_merge_and_diff_count_reads_only(capsys, tmp_path, used_and_reads):
+    full, alone, reads_path = used_and_reads
+    merged = merge.merge_traces([full, full])
+    assert merged.equals(merge.merge_traces([alone, alone]))
+    assert len(merged) == 7 and merged["runs"].tolist() == [2] * 7
+    # /etc/cached.conf was only accessed: no page of it is in the diff.
+    table = merge.diff_traces(full, alone)
+    assert table.index.tolist() == ["/usr/lib/libfoo.so", "/data/my file"]
+    assert table["both"].tolist() == [4, 3]
+    assert table[["only_a", "only_b"]].to_numpy().sum() == 0
+    out = tmp_path / "merged.log"
+    code, _, _ = run_cli(capsys, "merge", sample("used.log"), "-o", str(out))
+    assert code == 0
+    # The union of reads is a version 1 trace again.
+    assert out.read_text().startswith("# pagetrace-format: 1\n")
+    assert len(read_trace(out)) == 7
+
+
+def test_v2_fio_export_counts_reads_only(capsys, tmp_path, used_and_reads):
+    _, _, reads_path = used_and_reads
+    iolog_full, iolog_alone = tmp_path / "full.iolog", tmp_path / "alone.iolog"
+    run_cli(capsys, "export", sample("used.log"), "--fio", str(iolog_full))
+    run_cli(capsys, "export", reads_path, "--fio", str(iolog_alone))
+    assert iolog_full.read_text() == iolog_alone.read_text()
+    # "/data/my file" has a space, which fio cannot name: one request left.
+    assert "0 /usr/lib/libfoo.so read 0 16384" in iolog_full.read_text()
+
+
+def test_v2_csv_and_parquet_keep_every_record_and_kind(capsys, tmp_path):
+    csv_path, parquet_path = tmp_path / "u.csv", tmp_path / "u.parquet"
+    code, _, _ = run_cli(capsys, "export", sample("used.log"), "--csv",
+                         str(csv_path), "--parquet", str(parquet_path))
+    assert code == 0
+    lines = csv_path.read_text().splitlines()
+    assert lines[0] == ("timestamp_us,path,offset,kind,pid,tid,comm,cause,"
+                        "dev,ino")
+    # 13 records: 7 read, 4 access, 2 map.
+    kinds = [line.split(",")[3] for line in lines[1:]]
+    assert (kinds.count("read"), kinds.count("access"),
+            kinds.count("map")) == (7, 4, 2)
+    assert lines[12] == ("1763784000000130,/etc/cached.conf,0,access,100,"
+                         "100,app,read,254:1,14")
+    table = pq.read_table(parquet_path)
+    assert table.column_names[:4] == ["ts_us", "path", "offset", "kind"]
+    assert table.column("kind").to_pylist() == kinds
+
+
+def test_v2_trace_written_back_reads_the_same(tmp_path, used_and_reads):
+    full, _, _ = used_and_reads
+    out = tmp_path / "again.log"
+    with open(out, "w", encoding="utf-8") as stream:
+        export.write_trace(full, stream)
+    text = out.read_text().splitlines()
+    assert text[:5] == [
+        "# pagetrace-format: 2", "# page-size: 4096", "# clock: realtime-us",
+        "# columns: timestamp_us path offset kind pid tid comm cause dev ino",
+        "# records: read access map"]
+    # The trailer counts reads, plus the access and map records.
+    assert text[-1] == ("# end: pages=7 bytes=28672 files=2 duration_us=200 "
+                        "lost=0 accessed=4 mapped=2")
+    again = read_trace(out)
+    assert again.astype(str).equals(full.astype(str))

@@ -233,3 +233,28 @@ def test_contiguous_layout_plan_places_files_back_to_back():
     # /b (first accessed) is 12 KiB long and starts at 1 MiB; /a follows.
     assert plan["physical_offset"].tolist() == [(1 << 20) + 8192,
                                                 (1 << 20) + 12288, 1 << 20]
+
+
+def test_access_records_between_reads_change_nothing(tmp_path):
+    """Version 2: an access or map record between two reads of adjacent
+    pages neither splits their request nor counts as a page; a record
+    after the last read does not stretch the duration."""
+    path = tmp_path / "v2.log"
+    path.write_text(
+        "# pagetrace-format: 2\n# columns: timestamp_us path offset kind\n"
+        "# records: read access map\n"
+        "10 /x 0 read\n20 /x 0 access\n25 /x 8192 map\n30 /x 4096 read\n"
+        "40 /y 0 access\n90 /x 4096 access\n")
+    frame = read_trace(path)
+    assert list(metrics.read_records(frame)["ts_us"]) == [10, 30]
+    requests = metrics.group_requests(frame)
+    # /x 0 and 4096, adjacent in trace order once the access is set aside.
+    assert list(zip(requests["offset"], requests["length"])) == [(0, 8192)]
+    totals = metrics.totals(frame)
+    # 2 pages, one file (/y was only accessed), 30 - 10 µs.
+    assert (totals["pages"], totals["files"], totals["duration_us"]) == \
+        (2, 1, 20)
+    assert metrics.per_file(frame).index.tolist() == ["/x"]
+    assert metrics.trace_seek_report(frame)["sorted"]["requests"] == 1
+    predicted = model.predict_trace(frame)
+    assert predicted["original"] == predicted["sorted"]

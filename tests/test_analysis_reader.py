@@ -45,9 +45,13 @@ def test_fast_engine_handles_plain_samples():
 
 def test_frame_columns_and_types():
     frame = read_trace(sample("escaped.log"))
-    assert list(frame.columns) == ["ts_us", "path", "offset", "pid", "tid",
-                                   "comm", "cause", "dev", "ino"]
+    assert list(frame.columns) == ["ts_us", "path", "offset", "kind", "pid",
+                                   "tid", "comm", "cause", "dev", "ino"]
     assert frame["path"].dtype.name == "category"
+    # Version 1: every record is a page read from storage.
+    assert frame["kind"].dtype.name == "category"
+    assert list(frame["kind"].cat.categories) == ["read", "access", "map"]
+    assert set(frame["kind"]) == {"read"}
     assert frame["ts_us"].dtype == np.int64
     assert frame["offset"].dtype == np.int64
     # Categories in order of first appearance.
@@ -60,7 +64,8 @@ def test_unknown_version_is_rejected_with_its_number():
         read_trace(sample("unknown-version.log"))
     assert err.value.version == (expected("unknown-version")
                                     ["unsupported_version"])
-    assert "version 2" in str(err.value)
+    assert "unsupported trace format version '3' (this reader knows 1, 2)" \
+        in str(err.value)
     assert "unknown-version.log" in str(err.value)
 
 
@@ -117,16 +122,23 @@ def test_empty_lines_alone_keep_the_fast_engine(tmp_path):
 def test_engines_agree_on_big_numbers_and_invalid_utf8(tmp_path):
     fast = _engines_agree(tmp_path, (
         b"9223372036854775807 /a 0\n"    # int64 max: valid, 19 digits
-        b"9223372036854775808 /a 0\n"    # one more: out of range
+        b"18446744073709551615 /a 0\n"   # uint64 max: valid, 20 digits
+        b"18446744073709551616 /a 0\n"   # one more: out of range
         b"5 /caf\xe9 4096\n"))            # latin-1 byte, not UTF-8
-    assert fast["ts_us"].tolist() == [9223372036854775807, 5]
-    assert fast["path"].tolist()[1].encode("utf-8", "surrogateescape") == \
+    assert fast["ts_us"].tolist() == [9223372036854775807, 2**64 - 1, 5]
+    assert fast["ts_us"].dtype == np.uint64
+    assert fast.attrs["malformed"] == [
+        (3, "timestamp does not fit in 64 bits")]
+    assert fast["path"].tolist()[2].encode("utf-8", "surrogateescape") == \
         b"/caf\xe9"
 
 
 def test_header_only_and_empty_files(tmp_path):
-    empty = _engines_agree(tmp_path, b"")
-    assert len(empty) == 0
+    path = tmp_path / "empty.log"
+    path.write_bytes(b"")
+    for engine in ("auto", "python"):
+        with pytest.raises(pagetrace.TraceError, match="empty.log: empty file$"):
+            read_trace(path, engine=engine)
     header_only = _engines_agree(
         tmp_path, b"# pagetrace-format: 1\n# page-size: 16384\n")
     assert len(header_only) == 0 and header_only.attrs["page_size"] == 16384
@@ -220,8 +232,8 @@ def test_extra_column_names_never_shadow_the_base_columns(tmp_path):
     frame = _engines_agree(tmp_path, (
         b"# columns: timestamp_us path offset path pid pid\n"
         b"1 /a 0 /b 10 11\n"))
-    assert list(frame.columns) == ["ts_us", "path", "offset", "field4",
-                                   "pid", "field6"]
+    assert list(frame.columns) == ["ts_us", "path", "offset", "kind",
+                                   "field4", "pid", "field6"]
     assert frame["path"].tolist() == ["/a"]
     assert frame.attrs["columns"][3:] == ["path", "pid", "pid"]
 
@@ -245,3 +257,62 @@ def test_recorded_firefox_trace_matches_its_trailer():
     assert frame["path"].nunique() == trailer["files"] == 246
     assert frame.attrs["header"]["command"].startswith(
         "firefox-esr --headless --no-remote")
+
+
+# ---------------------------------------------------------------------------
+# The standard-library core reader (pagetrace.tracefile), which the pandas
+# reader builds on and the tools use directly.
+
+from pagetrace import tracefile  # noqa: E402
+
+
+@pytest.mark.parametrize("name", TRACE_SAMPLES + ["used"])
+def test_core_reader_matches_expected(name):
+    assert tracefile.read(sample(name + ".log")).expected_json() == \
+        expected(name)
+
+
+def test_pandas_reader_matches_expected_on_v2():
+    frame = read_trace(sample("used.log"))
+    assert expected_json(frame) == expected("used")
+    assert frame["kind"].tolist().count("access") == 4
+    assert list(frame.columns[:4]) == ["ts_us", "path", "offset", "kind"]
+    assert frame.attrs["kinds"] == ["read", "access", "map"]
+
+
+def test_core_pages_by_file_takes_read_records_and_sets_special_paths_apart(
+        tmp_path):
+    path = tmp_path / "t.log"
+    path.write_bytes(b"# pagetrace-format: 2\n"
+                     b"# columns: timestamp_us path offset kind\n"
+                     b"# records: read access map\n"
+                     b"1 /b 4096 read\n2 /a 0 read\n3 /b 0 read\n"
+                     b"4 /c 0 access\n5 /a 8192 map\n"
+                     b"6 //deleted/x 0 read\n7 /b 4096 read\n")
+    trace = tracefile.read(path)
+    pages, special = tracefile.pages_by_file(trace)
+    assert list(pages.items()) == [("/b", {0, 4096}), ("/a", {0})]
+    assert special == ["//deleted/x"]
+    used, _ = tracefile.pages_by_file(trace, kinds=("access", "map"))
+    assert used == {"/c": {0}, "/a": {8192}}
+
+
+def test_core_strict_mode_and_trailer(tmp_path):
+    path = tmp_path / "t.log"
+    path.write_bytes(b"# end: pages=9\n1 /a 0\n2 /a 4097\n"
+                     b"# end: pages=1 lost=x bytes=4096 lost=3\n")
+    trace = tracefile.read(path)
+    assert trace.trailer == {"pages": 1, "bytes": 4096, "files": 0,
+                             "duration_us": 0, "lost": 3}
+    assert trace.warnings()[-1].endswith("the tracer lost 3 events; the "
+                                         "trace is incomplete")
+    with pytest.raises(tracefile.MalformedTraceError) as err:
+        tracefile.read(path, strict=True)
+    assert str(err.value) == (f"{path}:3: offset 4097 is not a multiple of "
+                              "page-size 4096")
+
+
+def test_core_refuses_an_unreadable_file(tmp_path):
+    with pytest.raises(tracefile.TraceError) as err:
+        tracefile.read(tmp_path / "missing.log")
+    assert str(err.value) == f"{tmp_path}/missing.log: No such file or directory"

@@ -1,18 +1,39 @@
 """pagetrace: read page-level read traces and work out what their order cost.
 
-The reader follows docs/trace-format.md; the other inputs (replay plans,
-replay JSON, start-up runs) follow docs/data-formats.md.
+The core is standard library only, so that the tools that run under sudo
+with the system Python (pagecache, startup-bench, resolve-inodes) use it
+too: `tracefile` (the trace format reader, docs/trace-format.md), `escape`,
+`cache` (cachestat, mincore, fadvise), `stats`, `startup_csv` (the
+start-up runs CSV, docs/data-formats.md), `bench`, `resolve`. Importing
+the package imports none of numpy, pandas or pyarrow: the names below that
+need them (`read_trace` and the other DataFrame readers) are imported on
+first use.
 """
-from .formats import read_plan, read_replay_json, read_startup_runs
-from .trace import (MalformedTraceError, TraceError, TraceWarning,
-                    UnsupportedVersionError, expected_json,
-                    parse_trace_bytes, read_trace, trace_records)
+__version__ = "0.2.0"
 
-__version__ = "0.1.0"
+# Names of the core, imported now (standard library only).
+from .tracefile import (MalformedTraceError, TraceError,  # noqa: E402
+                        TraceWarning, UnsupportedVersionError)
 
-__all__ = [
-    "MalformedTraceError", "TraceError", "TraceWarning",
-    "UnsupportedVersionError", "expected_json", "parse_trace_bytes",
-    "read_plan",
-    "read_replay_json", "read_startup_runs", "read_trace", "trace_records",
-]
+# name -> module holding it, imported on first use (they need pandas).
+_LAZY = {
+    "expected_json": "trace",
+    "parse_trace_bytes": "trace", "read_trace": "trace",
+    "trace_records": "trace",
+    "read_plan": "formats", "read_replay_json": "formats",
+    "read_startup_runs": "formats",
+}
+
+__all__ = ["MalformedTraceError", "TraceError", "TraceWarning",
+           "UnsupportedVersionError",
+           *_LAZY]
+
+
+def __getattr__(name):
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'pagetrace' has no attribute {name!r}")
+    import importlib
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

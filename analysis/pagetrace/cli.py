@@ -1,13 +1,14 @@
-"""`pagetrace` command line: summary, plot, seeks, startup, report, export,
-merge, diff."""
+"""`pagetrace` command line: the front door (trace, replay, cache, startup:
+see frontdoor.py) and the analysis verbs (summary, plot, seeks, report,
+export, merge, diff, waste, ...)."""
 import argparse
 import json
 import os
 import sys
 import warnings
 
-from . import (export, merge, metrics, model, plots, report, startup,
-               trace)
+from . import (compare, consensus, dataset, export, frontdoor, merge,
+               metrics, model, plots, report, startup, trace, waste)
 from .escape import escape
 from .formats import FormatError, read_plan, read_startup_runs
 
@@ -16,7 +17,13 @@ def _read(path, strict=False):
     return trace.read_trace(path, strict=strict)
 
 
+def _complain(message):
+    sys.stderr.write(f"pagetrace: {message}\n")
+
+
 def cmd_summary(args):
+    if dataset.use_out_of_core(args, args.trace):
+        return dataset.cmd_summary(args, _complain)
     frame = _read(args.trace, args.strict)
     totals = metrics.totals(frame)
     table = metrics.per_file(frame)
@@ -34,6 +41,9 @@ def cmd_summary(args):
         sys.stdout.write("\n")
         return 0
     header, rows = report.per_file_rows(frame)
+    if report.first_read_text(frame):
+        sys.stdout.write(f"times: ms since the first read, "
+                         f"{report.first_read_text(frame)}\n\n")
     sys.stdout.write(report.text_table(header, rows))
     sys.stdout.write(
         f"\ntotal: {totals['pages']:,} pages, {totals['bytes']:,} bytes, "
@@ -57,7 +67,11 @@ def _stem(args, path):
 def cmd_plot(args):
     frame = _read(args.trace)
     stem = _stem(args, args.trace)
-    written = plots.save_figure(plots.plot_offset_time(frame), stem)
+    written = plots.save_figure(
+        plots.plot_offset_time(frame, mark_unused=args.mark_unused), stem)
+    if args.waterfall:
+        written += plots.save_figure(plots.plot_waterfall(frame, args.top),
+                                     f"{stem}-waterfall")
     if args.zoom:
         written += plots.save_figure(plots.plot_offset_time(frame, zoom=True),
                                      f"{stem}-zoom")
@@ -100,6 +114,15 @@ def cmd_report(args):
     return 0
 
 
+def cmd_compare(args):
+    for path in compare.build_compare(
+            args.a, args.b, args.output, args.startup_a, args.startup_b,
+            args.replay_json_a or (), args.replay_json_b or (),
+            (args.label_a, args.label_b)):
+        print(path)
+    return 0
+
+
 def cmd_export(args):
     frame = _read(args.trace)
     if not (args.fio or args.csv or args.parquet):
@@ -116,7 +139,13 @@ def cmd_export(args):
     return 0
 
 
+def cmd_convert(args):
+    return dataset.cmd_convert(args, _complain)
+
+
 def cmd_merge(args):
+    if consensus.wants_consensus(args):
+        return consensus.cmd_merge(args, _complain)
     merged = merge.merge_traces([_read(p) for p in args.traces])
     out = open(args.output, "w", encoding="utf-8") if args.output \
         else sys.stdout
@@ -144,31 +173,72 @@ def cmd_diff(args):
     return 0
 
 
+def cmd_waste(args):
+    frame = _read(args.trace)
+    try:
+        summary = waste.waste_summary(frame)
+    except waste.NoAccessRecordsError as err:
+        sys.stderr.write(f"pagetrace: {args.trace}: {err}\n")
+        return 1
+    if args.json:
+        json.dump({"trace": args.trace, **summary}, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    sys.stdout.write(report.text_table(*waste.waste_rows(summary, args.top)))
+    sys.stdout.write(waste.waste_text(summary))
+    return 0
+
+
 TRACE_HELP = "trace file, format v1 (.xz and .gz are read too)"
 PLAN_HELP = "replay --plan CSV: physical offsets of the requests"
 
 
+def _out_of_core_options(p):
+    p.add_argument("--memory-limit", default=dataset.DEFAULT_MEMORY_LIMIT,
+                   metavar="SIZE", help="DuckDB's memory cap; it spills to "
+                   "disk past it (default %(default)s)")
+    p.add_argument("--work-dir", metavar="DIR", help="where text traces are "
+                   "converted and DuckDB spills (default: $TMPDIR or /tmp)")
+
+
 def build_parser():
     parser = argparse.ArgumentParser(
-        prog="pagetrace", description="Analyse pagetrace page-read traces.",
-        formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="pagetrace", description="pagetrace: record the pages a "
+        "program reads, replay them, control the page cache, time start-ups, "
+        "and analyse the traces. `pagetrace VERB --help` for each verb.",
+        formatter_class=frontdoor.HelpFormatter,
         epilog="""examples:
+  sudo pagetrace trace -c 'firefox-esr --headless ...' > reads.log
+  pagetrace replay --sorted reads.log
+  sudo pagetrace cache evict --trace reads.log
+  sudo pagetrace startup --trace reads.log -n 20 -- firefox-esr --headless ...
   pagetrace summary reads.log
-  pagetrace plot --zoom reads.log
+  pagetrace plot --zoom --waterfall reads.log
   replay/replay --plan reads.log > plan.csv && pagetrace seeks reads.log --plan plan.csv
   pagetrace startup runs.csv -o startup
   pagetrace report reads.log --plan plan.csv --replay-json orig.json \\
       --replay-json sorted.json --startup runs.csv -o report/
   pagetrace export reads.log --fio reads.iolog
   pagetrace merge run1.log run2.log run3.log -o merged.log
-  pagetrace diff before.log after.log""")
-    sub = parser.add_subparsers(dest="command", required=True)
+  pagetrace diff before.log after.log
+  pagetrace compare before.log after.log --startup-a before.csv \\
+      --startup-b after.csv -o compare/
+  pagetrace waste --top 20 used.log      # a trace of trace --used""")
+    sub = parser.add_subparsers(dest="command", required=True,
+                                metavar="VERB")
+    # trace, replay, cache, startup: dispatched by frontdoor before parsing.
+    frontdoor.add_front_door(parser, sub)
 
     p = sub.add_parser("summary", help="per-file table and totals")
     p.add_argument("trace", help=TRACE_HELP)
     p.add_argument("--json", action="store_true")
     p.add_argument("--strict", action="store_true",
                    help="fail on the first malformed line")
+    p.add_argument("--engine", choices=("auto", "memory", "duckdb"),
+                   default="auto", help="duckdb: out of core, for any size; "
+                   "auto (default): duckdb for a Parquet dataset and for "
+                   "text traces over 1 GiB (docs/scale.md)")
+    _out_of_core_options(p)
     p.set_defaults(func=cmd_summary)
 
     p = sub.add_parser("plot", help="offset against time (PNG and SVG)")
@@ -177,6 +247,16 @@ def build_parser():
                    help="also plot the densest region")
     p.add_argument("--plan", help="replay --plan CSV: physical position "
                    "against time, original and sorted")
+    p.add_argument("--waterfall", action="store_true",
+                   help="also STEM-waterfall: one bar per file from its "
+                   "first to its last read")
+    p.add_argument("--top", type=waste.positive_int,
+                   default=plots.WATERFALL_FILES,
+                   metavar="N", help="files in the waterfall, by bytes; the "
+                   "rest share one row (default %(default)s)")
+    p.add_argument("--mark-unused", action="store_true",
+                   help="ring the pages read but never accessed (a trace "
+                   "of trace --used)")
     p.add_argument("-o", "--output", help="file name stem (default: the "
                    "trace's name)")
     p.set_defaults(func=cmd_plot)
@@ -190,8 +270,9 @@ def build_parser():
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=cmd_seeks)
 
-    p = sub.add_parser("startup", help="start-up time per state, mean ± "
-                       "95%% CI")
+    # `pagetrace startup RUNS.csv` still reaches it (frontdoor.analysis_argv).
+    p = sub.add_parser(frontdoor.STARTUP_TABLE, help="start-up time per "
+                       "state of a runs CSV, mean ± 95%% CI, and a chart")
     p.add_argument("runs")
     p.add_argument("-o", "--output", help="file name stem of the bar chart "
                    "(.png and .svg; default: the CSV's name)")
@@ -207,6 +288,29 @@ def build_parser():
     p.add_argument("-o", "--output", required=True, help="directory")
     p.set_defaults(func=cmd_report)
 
+    p = sub.add_parser(
+        "compare", help="two runs side by side: did the change help?",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="""examples:
+  pagetrace compare ra128.log ra8192.log --label-a "read_ahead_kb 128" \\
+      --label-b "read_ahead_kb 8192" --startup-a ra128.csv \\
+      --startup-b ra8192.csv -o compare/
+  pagetrace compare before.log after.log -o compare/""")
+    p.add_argument("a", help="trace of run A, the baseline")
+    p.add_argument("b", help="trace of run B; differences are B − A")
+    p.add_argument("--startup-a", metavar="CSV",
+                   help="startup-bench runs CSV of A")
+    p.add_argument("--startup-b", metavar="CSV",
+                   help="startup-bench runs CSV of B")
+    p.add_argument("--replay-json-a", action="append", metavar="JSON",
+                   help="replay --json of A; once per run")
+    p.add_argument("--replay-json-b", action="append", metavar="JSON",
+                   help="replay --json of B; once per run")
+    p.add_argument("--label-a", help="name of A (default: its file name)")
+    p.add_argument("--label-b", help="name of B (default: its file name)")
+    p.add_argument("-o", "--output", required=True, help="directory")
+    p.set_defaults(func=cmd_compare)
+
     p = sub.add_parser("export", help="fio iolog v3, CSV or Parquet")
     p.add_argument("trace", help=TRACE_HELP)
     p.add_argument("--fio", help="write fio iolog v3 here")
@@ -214,27 +318,86 @@ def build_parser():
     p.add_argument("--parquet", help="write the records as Parquet here")
     p.set_defaults(func=cmd_export)
 
-    p = sub.add_parser("merge", help="union of several runs' traces")
-    p.add_argument("traces", nargs="+")
+    p = sub.add_parser(
+        "merge", help="union of several runs' traces, or their consensus",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="""examples:
+  pagetrace merge run1.log run2.log run3.log -o merged.log
+  pagetrace merge --min-runs 8 runs/ -o prefetch.log   # a convert dataset
+  pagetrace merge --min-fraction 0.9 --used run*.log -o used.log
+  replay/replay --prefetch prefetch.log""")
+    p.add_argument("traces", nargs="+", help="traces, Parquet files or "
+                   "directories written by pagetrace convert (one run each "
+                   "run=NAME)")
     p.add_argument("-o", "--output", help="merged trace (default: stdout)")
+    p.add_argument("--min-runs", type=int, metavar="K",
+                   help="consensus: the pages of at least K runs, in order "
+                   "of median first-access rank (docs/scale.md)")
+    p.add_argument("--min-fraction", type=float, metavar="F",
+                   help="consensus: the pages of at least F·N of the N runs")
+    p.add_argument("--used", action="store_true",
+                   help="consensus of the pages used (read and accessed, "
+                   "trace --used) instead of read")
+    p.add_argument("--stability", metavar="FILE",
+                   help="write the stability report as JSON here")
+    _out_of_core_options(p)
     p.set_defaults(func=cmd_merge)
+
+    p = sub.add_parser(
+        "convert", help="traces to a Parquet dataset, in bounded memory",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="""examples:
+  pagetrace convert big.log -o dataset/
+  pagetrace convert host*/start.log.xz --run a --run b -o runs/
+  pagetrace summary dataset/run=big""")
+    p.add_argument("traces", nargs="+", help=TRACE_HELP)
+    p.add_argument("-o", "--output", required=True,
+                   help="dataset directory (DIR/run=RUN/part-0.parquet)")
+    p.add_argument("--run", action="append", metavar="NAME",
+                   help="run id of each trace, in order (default: the "
+                   "file name without extensions)")
+    p.add_argument("--strict", action="store_true",
+                   help="refuse a trace at its first malformed line")
+    p.add_argument("-q", "--quiet", action="store_true")
+    p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("diff", help="pages only in A, only in B, in both")
     p.add_argument("a")
     p.add_argument("b")
     p.set_defaults(func=cmd_diff)
+
+    p = sub.add_parser(
+        "waste", help="pages read but never used, per file and by cause "
+        "(needs trace --used)",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="""examples:
+  tracer/trace --used -x -o used.log -c ./app && pagetrace waste used.log
+  pagetrace waste --top 10 used.log
+  pagetrace waste --json used.log | jq .unused_by_cause""")
+    p.add_argument("trace", help="trace of trace --used (format v2)")
+    p.add_argument("-j", "--json", action="store_true",
+                   help="the counts as JSON (keys in docs/analysis.md)")
+    p.add_argument("--top", type=waste.positive_int, metavar="N",
+                   help="list only the N files with the most unused pages")
+    p.set_defaults(func=cmd_waste)
+    frontdoor.add_version_options(sub)
     return parser
 
 
 def main(argv=None):
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    code = frontdoor.dispatch(argv)
+    if code is not None:
+        return code
+    args = build_parser().parse_args(frontdoor.analysis_argv(argv))
     # Warnings (malformed lines, lost events, skipped requests) go to
     # stderr as one plain line each.
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         try:
             code = args.func(args)
-        except (trace.TraceError, FormatError, OSError) as err:
+        except (trace.TraceError, FormatError, OSError,
+                dataset.DatasetError) as err:
             sys.stderr.write(f"pagetrace: {err}\n")
             code = 1
         finally:

@@ -6,6 +6,7 @@ three octal digits; everything else is written as it is. Python sees a path
 as `str` decoded from UTF-8 with `surrogateescape`, so undecodable bytes
 survive the round trip.
 """
+import os
 import re
 
 _OCTAL_ESCAPE = re.compile(rb"\\([0-7]{3})")
@@ -47,9 +48,22 @@ def unescape(field):
     return unescape_bytes(field).decode("utf-8", "surrogateescape")
 
 
+def escape_bytes(raw):
+    """Escape bytes for a trace; returns bytes."""
+    return _NEEDS_ESCAPE.sub(lambda m: b"\\%03o" % m.group(0)[0], raw)
+
+
 def escape(name):
     """Escape a path (`str` or bytes) for a trace or a CSV; returns `str`."""
     if isinstance(name, str):
         name = name.encode("utf-8", "surrogateescape")
-    escaped = _NEEDS_ESCAPE.sub(lambda m: b"\\%03o" % m.group(0)[0], name)
-    return escaped.decode("utf-8", "surrogateescape")
+    return escape_bytes(name).decode("utf-8", "surrogateescape")
+
+
+def display_path(path):
+    """A path printable on one line of any terminal, for messages: control
+    bytes and DEL as \\ooo (as in traces), bytes that are not UTF-8 as
+    \\xNN; spaces and backslashes as they are."""
+    text = os.fsencode(path).decode("utf-8", "backslashreplace")
+    return "".join(f"\\{ord(c):03o}" if ord(c) < 0x20 or c == "\x7f" else c
+                   for c in text)

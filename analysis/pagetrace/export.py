@@ -7,6 +7,7 @@ import pandas as pd
 
 from . import metrics
 from .escape import escape
+from .tracefile import RECORD_KINDS
 
 
 def _is_text(values):
@@ -41,14 +42,36 @@ def _lines(frame, separator):
     return lines.tolist()
 
 
+def _kinds_present(frame):
+    """Record kinds of a version 2 frame in spec order; () when the frame
+    holds only reads (no `kind` column, or every row `read`)."""
+    if "kind" not in frame.columns:
+        return ()
+    present = set(frame["kind"].astype(str).unique())
+    if present <= {"read"}:
+        return ()
+    return tuple(k for k in RECORD_KINDS if k in present | {"read"})
+
+
 def write_trace(frame, out, header=None):
-    """Write `frame` as a trace (format v1) to the text stream `out`."""
+    """Write `frame` as a trace to the text stream `out`: format version 2
+    when it holds `access` or `map` records, else version 1 (without the
+    `kind` column), as `trace` itself does."""
+    kinds = _kinds_present(frame)
+    if not kinds and "kind" in frame.columns:
+        frame = frame.drop(columns=["kind"])
+    elif kinds:
+        # Version 2 has `kind` in field 4, before any extra column.
+        rest = [c for c in frame.columns[3:] if c != "kind"]
+        frame = frame[list(frame.columns[:3]) + ["kind"] + rest]
     extra = list(frame.columns[3:])
     page_size = frame.attrs.get("page_size", 4096)
-    out.write("# pagetrace-format: 1\n")
+    out.write(f"# pagetrace-format: {2 if kinds else 1}\n")
     out.write(f"# page-size: {page_size}\n# clock: realtime-us\n")
     out.write("# columns: timestamp_us path offset"
               + "".join(f" {c}" for c in extra) + "\n")
+    if kinds:
+        out.write(f"# records: {' '.join(kinds)}\n")
     for key, value in (header or {}).items():
         # `command` is escaped like a path (docs/trace-format.md); the other
         # values are plain text on one line.
@@ -58,15 +81,23 @@ def write_trace(frame, out, header=None):
     lines = _lines(frame, " ")
     if lines:
         out.write("\n".join(lines) + "\n")
+    # The trailer counts pages read; v2 adds the access and map records.
+    reads = metrics.read_records(frame)
     duration = int(frame["ts_us"].max() - frame["ts_us"].min()) \
         if len(frame) else 0
-    out.write(f"# end: pages={len(frame)} bytes={len(frame) * page_size} "
-              f"files={frame['path'].nunique()} duration_us={duration} "
-              "lost=0\n")
+    out.write(f"# end: pages={len(reads)} bytes={len(reads) * page_size} "
+              f"files={reads['path'].nunique()} duration_us={duration} "
+              "lost=0")
+    if kinds:
+        kind = frame["kind"]
+        out.write(f" accessed={int((kind == 'access').sum())} "
+                  f"mapped={int((kind == 'map').sum())}")
+    out.write("\n")
 
 
 def write_csv(frame, out):
-    """CSV with the trace's columns; paths escaped, so no quoting."""
+    """CSV with the trace's columns, `kind` included for a version 2 trace;
+    paths escaped, so no quoting."""
     names = ["timestamp_us"] + list(frame.columns[1:])
     out.write(",".join(names) + "\n")
     lines = _lines(frame, ",")
@@ -75,7 +106,8 @@ def write_csv(frame, out):
 
 
 def write_parquet(frame, path):
-    """Parquet, for DuckDB or Spark. `path` and the string columns hold the
+    """Parquet, for DuckDB or Spark, with the trace's columns (`kind`
+    included for a version 2 trace). `path` and the string columns hold the
     escaped form, as in every other file of the project: names that are
     not valid UTF-8 then still fit in a Parquet string."""
     import pyarrow as pa
@@ -101,13 +133,15 @@ def _fio_name_ok(path):
 
 
 def write_fio_iolog(frame, out, max_request_bytes=metrics.DEFAULT_MAX_REQUEST_BYTES):
-    """fio iolog version 3: the trace's reads, grouped into requests as
-    replay groups them, each at its time in µs since the first read (fio
-    writes v3 timestamps with utime_since_now(), so they are µs).
+    """fio iolog version 3: the trace's reads (its `read` records),
+    grouped into requests as replay groups them, each at its time in µs
+    since the first read (fio writes v3 timestamps with utime_since_now(),
+    so they are µs).
 
     Returns the number of requests skipped because fio cannot name their
     file.
     """
+    frame = metrics.read_records(frame)
     requests = metrics.group_requests(frame, max_request_bytes=max_request_bytes)
     start = int(frame["ts_us"].min()) if len(frame) else 0
     usable = {p for p in requests["path"].astype(str) if _fio_name_ok(p)}

@@ -6,13 +6,13 @@ import json
 import numpy as np
 import pandas as pd
 
+from . import startup_csv
 from .escape import unescape
 
 PLAN_COLUMNS = ("order", "path", "offset", "length", "dev", "physical_offset")
-STARTUP_COLUMNS = ("run", "state", "iteration", "status", "elapsed_s",
-                   "prefetch_s", "total_s", "cold_fraction")
-# The order in which start-up states are shown: coldest first.
-STARTUP_STATES = ("cold", "selective", "hot", "prefetched", "simulated")
+# The start-up CSV's schema is the core's (startup_csv, standard library).
+STARTUP_COLUMNS = startup_csv.CSV_COLUMNS
+STARTUP_STATES = startup_csv.STATES
 REPLAY_REQUIRED_KEYS = ("order", "requests", "bytes", "elapsed_s")
 
 

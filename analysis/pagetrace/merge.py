@@ -1,6 +1,12 @@
-"""Several runs' traces together: their union, and their differences."""
+"""Several runs' traces together: their union, and their differences.
+
+Both are about pages read from storage: of a version 2 trace only the
+`read` records count.
+"""
 import numpy as np
 import pandas as pd
+
+from .metrics import read_records
 
 
 def merge_traces(frames):
@@ -15,6 +21,7 @@ def merge_traces(frames):
     """
     parts = []
     for run, frame in enumerate(frames):
+        frame = read_records(frame)
         relative = frame["ts_us"].to_numpy() - (
             frame["ts_us"].min() if len(frame) else 0)
         parts.append(pd.DataFrame({
@@ -50,6 +57,7 @@ def stability(merged):
 def diff_traces(a, b):
     """Per file: distinct pages only in A, only in B, and in both."""
     def pages(frame):
+        frame = read_records(frame)
         return pd.DataFrame({"path": frame["path"].astype(str).to_numpy(),
                              "offset": frame["offset"].to_numpy()}
                             ).drop_duplicates()

@@ -11,6 +11,10 @@ distance is unknown (NaN), because file offsets of two files say nothing
 about where they are on disk. In physical space (from a replay plan) the
 previous request is the previous one on the same device, which has its own
 head; requests without a physical offset are left out.
+
+Everything here is about pages read from storage: in a version 2 trace
+(`trace --used`) only the `read` records count, never the `access` and
+`map` records that say which pages the program used (see waste.py).
 """
 import numpy as np
 import pandas as pd
@@ -18,6 +22,20 @@ import pandas as pd
 # The request size replay documents as its default (docs/data-formats.md
 # example, `max_request_bytes`).
 DEFAULT_MAX_REQUEST_BYTES = 1 << 20
+
+
+def read_records(frame):
+    """The rows of `frame` that are pages read from storage: all of them in
+    a version 1 trace, the `read` records of a version 2 one. Returns
+    `frame` itself when nothing is left out."""
+    if "kind" not in frame.columns:
+        return frame
+    is_read = (frame["kind"] == "read").to_numpy()
+    if is_read.all():
+        return frame
+    reads = frame.loc[is_read]
+    reads.attrs = dict(frame.attrs)
+    return reads
 
 
 def page_size_of(frame, page_size=None):
@@ -30,6 +48,7 @@ def per_file(frame, page_size=None):
     """Per file: pages, bytes, first and last access, span (µs), in order of
     first access."""
     page_size = page_size_of(frame, page_size)
+    frame = read_records(frame)
     grouped = frame.groupby("path", observed=True, sort=False)
     table = pd.DataFrame({
         "pages": grouped.size(),
@@ -48,6 +67,7 @@ def per_file(frame, page_size=None):
 def totals(frame, page_size=None):
     """Whole-trace figures: pages, bytes, files, duration and throughput."""
     page_size = page_size_of(frame, page_size)
+    frame = read_records(frame)
     pages = len(frame)
     duration_us = int(frame["ts_us"].max() - frame["ts_us"].min()) \
         if pages else 0
@@ -81,6 +101,7 @@ def group_requests(frame, page_size=None,
     Returns one row per request: path, offset, length, pages, first_ts_us.
     """
     page_size = page_size_of(frame, page_size)
+    frame = read_records(frame)
     max_pages = max(1, max_request_bytes // page_size)
     n = len(frame)
     if n == 0:
@@ -107,7 +128,7 @@ def sort_by_file(frame, page_size=None,
                  max_request_bytes=DEFAULT_MAX_REQUEST_BYTES):
     """Requests of `replay --sort=file`: each distinct page once, by path and
     offset, then grouped again."""
-    unique = frame.drop_duplicates(["path", "offset"])
+    unique = read_records(frame).drop_duplicates(["path", "offset"])
     # Sort by path name (not category code), as replay sorts strings.
     order = np.lexsort((unique["offset"].to_numpy(),
                         unique["path"].astype(str).to_numpy()))

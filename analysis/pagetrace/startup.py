@@ -4,7 +4,7 @@ import math
 
 import pandas as pd
 
-from . import stats
+from . import startup_csv
 from .formats import STARTUP_STATES
 
 
@@ -23,17 +23,13 @@ def startup_table(runs, columns=("elapsed_s", "total_s"), confidence=0.95):
         row = {"state": state, "runs": int(len(ok)),
                "failed": int(len(of_state) - len(ok))}
         for column in columns:
-            values = ok[column].dropna().tolist()
-            if not values:
-                mean = low = high = math.nan
-            else:
-                mean, low, high = stats.mean_ci(values, confidence)
+            # The same figures as the bench's own summary.
+            mean, low, high, pm_pct = startup_csv.mean_ci_figures(
+                ok[column].dropna().tolist(), confidence)
             row[f"{column}_mean"] = mean
             row[f"{column}_low"] = low
             row[f"{column}_high"] = high
-            row[f"{column}_pm_pct"] = (100.0 * (high - mean) / mean
-                                       if values and not math.isnan(high)
-                                       else math.nan)
+            row[f"{column}_pm_pct"] = pm_pct
         rows.append(row)
     return pd.DataFrame(rows).set_index("state")
 

@@ -1,7 +1,7 @@
-"""Small statistics used by the startup harness and the analysis package.
+"""Small statistics used by the start-up bench and the analysis package.
 
-Standard library only, because scripts/startup-bench imports it without the
-virtual environment (it often runs under sudo with the system Python).
+Part of the standard-library core: the bench (pagetrace.bench, through
+pagetrace.startup_csv) uses it under sudo with the system Python.
 """
 import math
 

@@ -8,6 +8,7 @@ bytes.
 import numpy as np
 
 from .escape import escape
+from .tracefile import RECORD_KINDS
 
 HEADER_TEMPLATE = (
     "# pagetrace-format: 1\n"
@@ -17,6 +18,19 @@ HEADER_TEMPLATE = (
     "# command: synthetic\n"
     "# tracer: pagetrace.synth\n"
 )
+# Version 2 (trace --used): a kind column and the kinds it may hold.
+USED_HEADER_TEMPLATE = (
+    "# pagetrace-format: 2\n"
+    "# page-size: {page_size}\n"
+    "# clock: realtime-us\n"
+    "# columns: timestamp_us path offset kind\n"
+    "# records: read access map\n"
+    "# command: synthetic\n"
+    "# tracer: pagetrace.synth\n"
+)
+KINDS = RECORD_KINDS
+# An access or a mapping follows its read by up to this many µs.
+USE_DELAY_US = 500
 
 
 def synthetic_records(n_records, n_files=300, page_size=4096, seed=1,
@@ -50,25 +64,72 @@ def synthetic_records(n_records, n_files=300, page_size=4096, seed=1,
     return ts_us, file_index, offset, paths
 
 
+def add_used_records(ts_us, file_index, offset, used=0.6, mapped=0.25,
+                     seed=1):
+    """Version 2 records for synthetic reads: the first read of each page
+    is followed (up to USE_DELAY_US later) by an `access` record with
+    probability `used`; of the other pages, a share `mapped` get a `map`
+    record. At most one of each per page, as the tracer writes them; a
+    page read twice keeps both read records (reclaimed, read again).
+
+    Returns (ts_us, file_index, offset, kind) in time order; `kind` holds
+    indices into KINDS.
+    """
+    import pandas as pd
+    rng = np.random.default_rng(seed)
+    n = len(ts_us)
+    first_read = ~pd.DataFrame({"file": file_index, "offset": offset}
+                               ).duplicated().to_numpy()
+    draw = rng.random(n)
+    accessed = first_read & (draw < used)
+    mapped_only = first_read & ~accessed & (
+        draw < used + (1 - used) * mapped)
+    delay = rng.integers(1, USE_DELAY_US, size=n)
+    parts = [(np.ones(n, dtype=bool), 0, 0),
+             (accessed, delay, 1), (mapped_only, delay, 2)]
+    ts = np.concatenate([ts_us[m] + (d[m] if np.ndim(d) else d)
+                         for m, d, _ in parts])
+    kind = np.concatenate([np.full(int(m.sum()), k, dtype=np.int8)
+                           for m, _, k in parts])
+    files = np.concatenate([file_index[m] for m, _, _ in parts])
+    offsets = np.concatenate([offset[m] for m, _, _ in parts])
+    order = np.argsort(ts, kind="stable")
+    return ts[order], files[order], offsets[order], kind[order]
+
+
 def write_synthetic_trace(path, n_records, n_files=300, page_size=4096,
-                          seed=1, chunk=1_000_000):
-    """Write a synthetic trace of `n_records` records to `path`."""
+                          seed=1, chunk=1_000_000, used=None, mapped=0.25):
+    """Write a synthetic trace of `n_records` read records to `path`; with
+    `used` (a share, 0 to 1), a version 2 trace with access and map records
+    too (add_used_records)."""
     ts_us, file_index, offset, paths = synthetic_records(
         n_records, n_files=n_files, page_size=page_size, seed=seed)
+    kind = None
+    if used is not None:
+        ts_us, file_index, offset, kind = add_used_records(
+            ts_us, file_index, offset, used=used, mapped=mapped, seed=seed)
     escaped = np.array([escape(p) for p in paths], dtype=object)
+    kind_text = np.array([" " + k for k in KINDS], dtype=object)
+    template = HEADER_TEMPLATE if kind is None else USED_HEADER_TEMPLATE
     with open(path, "w", encoding="utf-8", newline="\n") as out:
-        out.write(HEADER_TEMPLATE.format(page_size=page_size))
-        for lo in range(0, n_records, chunk):
-            hi = min(lo + chunk, n_records)
+        out.write(template.format(page_size=page_size))
+        for lo in range(0, len(ts_us), chunk):
+            hi = min(lo + chunk, len(ts_us))
             lines = (ts_us[lo:hi].astype(str).astype(object) + " "
                      + escaped[file_index[lo:hi]] + " "
                      + offset[lo:hi].astype(str).astype(object))
+            if kind is not None:
+                lines = lines + kind_text[kind[lo:hi]]
             out.write("\n".join(lines.tolist()))
             out.write("\n")
         duration = int(ts_us[-1] - ts_us[0]) if n_records else 0
         files = len(np.unique(file_index))
         out.write(f"# end: pages={n_records} bytes={n_records * page_size} "
-                  f"files={files} duration_us={duration} lost=0\n")
+                  f"files={files} duration_us={duration} lost=0")
+        if kind is not None:
+            out.write(f" accessed={int((kind == 1).sum())} "
+                      f"mapped={int((kind == 2).sum())}")
+        out.write("\n")
 
 
 def synthetic_frame(n_records, n_files=300, page_size=4096, seed=1):

@@ -1,41 +1,51 @@
-"""Reader of pagetrace traces, format version 1 (docs/trace-format.md).
+"""The pandas reader of pagetrace traces, versions 1 and 2
+(docs/trace-format.md).
 
-`read_trace` returns a DataFrame with one row per page: `ts_us`, `path`
-(categorical), `offset`, then the trace's extra columns (categorical
-strings). What the file said besides its records is in `df.attrs`:
-`version`, `page_size`, `header`, `columns`, `trailer`, `malformed` (a list
-of `(line, reason)`), `warnings` and `engine`.
+`read_trace` returns a DataFrame with one row per record: `ts_us`, `path`
+(categorical), `offset`, `kind` (categorical with the categories `read`,
+`access`, `map`; every record of a version 1 trace is `read`), then the
+trace's extra columns (categorical strings). `ts_us` and `offset` are int64,
+or uint64 in the rare trace that holds a value above 2**63 - 1. What the
+file said besides its records is in `df.attrs`: `version`, `page_size`,
+`header`, `columns`, `trailer`, `malformed` (a list of `(line, reason)`),
+`warnings` and `engine`.
 
-Two engines read records:
+The rules are the core's (`pagetrace.tracefile`, standard library only):
+the header is read and the whole file refused or accepted by
+`tracefile.read_header`, and every record line that is flagged is judged
+and worded by `tracefile.check_record`. Two engines find the records:
 
-* "arrow", the fast one: pyarrow's multi-threaded CSV reader splits fields
-  on single spaces and dictionary-encodes paths, and the checks of the spec
-  run vectorised over whole columns. Rows that fail a check are handed to the
-  reference checker below for their verdict and message, so both engines
-  report the same reasons.
-* "python", the reference: a line-by-line parser that implements every rule
-  of the spec directly. The arrow engine gives way to it whenever the file
-  is outside what the fast path handles (runs of separators, rows with a
-  varying number of fields, carriage returns), so the result never depends
-  on which engine ran, only the speed does.
+* "arrow", the fast one: pyarrow's CSV reader splits fields on single
+  spaces and dictionary-encodes paths, and the easy checks run vectorised
+  over whole columns. It only decides that ordinary rows are valid; every
+  row that fails a vectorised check goes to the core's check, which decides
+  and words the reason.
+* "python": the core's line iterator and check on every line. The arrow
+  engine gives way to it whenever the file is outside what the fast path
+  handles (runs of separators, rows with a varying number of fields,
+  carriage returns), so the result never depends on which engine ran, only
+  the speed does.
 """
-import gzip
-import lzma
-import os
-import re
 import warnings
 from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
 
+from . import tracefile
 from .escape import EscapeError, unescape_bytes
+from .tracefile import (RECORD_KINDS, MalformedRecord,
+                        MalformedTraceError, TraceError, TraceWarning,
+                        UnsupportedVersionError, check_record)
 
-KNOWN_VERSIONS = (1,)
-DEFAULT_PAGE_SIZE = 4096
-BASE_COLUMNS = ("timestamp_us", "path", "offset")
-# Names of the first three columns in the DataFrame.
-FRAME_BASE_COLUMNS = ("ts_us", "path", "offset")
+__all__ = ["MalformedTraceError", "TraceError", "TraceWarning",
+           "UnsupportedVersionError", "expected_json", "parse_trace_bytes",
+           "read_trace", "trace_records", "extra_columns"]
+
+KNOWN_VERSIONS = tracefile.KNOWN_VERSIONS
+DEFAULT_PAGE_SIZE = tracefile.DEFAULT_PAGE_SIZE
+# Names of the first four columns in the DataFrame.
+FRAME_BASE_COLUMNS = ("ts_us", "path", "offset", "kind")
 INT64_MAX = 2**63 - 1
 # Decimal strings this long or shorter always fit in an int64.
 SAFE_DIGITS = 18
@@ -45,202 +55,62 @@ WARN_LINES = 20
 # pieces of about this size, and only the pieces it cannot read go to the
 # (ten times slower) python engine.
 CHUNK_BYTES = 16 << 20
-
-# `# key: value`, as the C reader (replay/tracefile.c) reads it: blanks
-# after `#`, a key of [a-z0-9_-], a colon, blanks; trailing blanks dropped.
-_HEADER_LINE = re.compile(r"#[ \t]*([a-z0-9_-]+):[ \t]*(.*?)[ \t]*")
-TRAILER_KEYS = ("pages", "bytes", "files", "duration_us", "lost")
-UINT64_MAX = 2**64 - 1
-# page-size must be a power of two in this range; anything else would make
-# every record malformed, so the file is refused instead.
-PAGE_SIZE_RANGE = (512, 1 << 30)
-_FIELD_SEPARATORS = re.compile(rb"[ \t]+")
-_DIGITS = re.compile(rb"[0-9]+")
-
-
-class TraceError(ValueError):
-    """A trace that cannot be read at all."""
-
-
-class UnsupportedVersionError(TraceError):
-    """The header names a `pagetrace-format` version this reader lacks."""
-
-    def __init__(self, source, version):
-        self.source = source
-        self.version = version
-        known = ", ".join(str(v) for v in KNOWN_VERSIONS)
-        super().__init__(f"{source}: unsupported pagetrace-format version "
-                         f"{version!s}; this reader knows version {known}")
-
-
-class MalformedTraceError(TraceError):
-    """A malformed record, raised in strict mode."""
-
-    def __init__(self, source, line, reason):
-        self.source, self.line, self.reason = source, line, reason
-        super().__init__(f"{source}:{line}: {reason}")
-
-
-class TraceWarning(UserWarning):
-    """Malformed lines skipped, or events lost by the tracer."""
-
-
-class _Malformed(Exception):
-    """One record broke a rule; the message is the reason."""
+KIND_DTYPE = pd.CategoricalDtype(list(RECORD_KINDS))
 
 
 @dataclass
 class _Layout:
-    """Where the records are, and what the comment lines said."""
-    header: dict
-    trailer: dict         # the last `# end:` line, if after the records
-    head_trailer: dict    # the last one before the first record
-    version: int
-    page_size: int
-    columns: list         # as declared
-    extra_names: list
+    """The core's header, and the byte range of the records."""
+    header: tracefile.TraceHeader
     body_start: int       # byte offset of the first line after the header
     body_line: int        # its 1-based line number
     body_end: int         # byte offset where the trailing comments start
 
+    @property
+    def first_field(self):
+        """1-based field number of the first extra column."""
+        return self.header.first_extra + 1
 
-def _parse_trailer(text):
-    """`# end: pages=1 bytes=4096 ...` -> {'pages': 1, 'bytes': 4096, ...}
-
-    Always the five keys of the spec; a key that is missing, or whose value
-    is not an unsigned 64-bit number, is 0; other keys are ignored (as the C
-    reader does)."""
-    trailer = dict.fromkeys(TRAILER_KEYS, 0)
-    for item in re.split(r"[ \t]+", text):
-        key, sep, value = item.partition("=")
-        if sep and key in trailer and re.fullmatch(r"[0-9]+", value) \
-                and int(value) <= UINT64_MAX:
-            trailer[key] = int(value)
-    return trailer
-
-
-def _comment_text(raw):
-    return raw.decode("utf-8", "surrogateescape").rstrip("\r")
+    @property
+    def extra_names(self):
+        return _frame_names(self.header.extra_names, self.first_field)
 
 
 def _scan_layout(data, source):
-    """Read the header block at the top and the comment block at the end."""
-    header = {}
-    trailer = tail_trailer = None
-    pos, line_no = 0, 1
-    size = len(data)
-    # Header: the leading run of comment and empty lines.
-    while pos < size:
-        end = data.find(b"\n", pos)
-        end = size if end == -1 else end
-        raw = data[pos:end]
-        if raw.startswith(b"#"):
-            text = _comment_text(raw)
-            match = _HEADER_LINE.fullmatch(text)
-            if match and match.group(1) == "end":
-                trailer = _parse_trailer(match.group(2))
-            elif match:
-                header[match.group(1)] = match.group(2)
-        elif raw.strip(b" \t"):
-            break
-        pos, line_no = end + 1, line_no + 1
-    body_start, body_line = min(pos, size), line_no
-    # Trailing comments: walk back over comment and empty lines.
-    body_end = size
+    """The header (refusing the file if the core does), and where the
+    comment block at the end starts."""
+    header = tracefile.read_header(data, source)
+    body_start = header.body_start
+    body_end = len(data)
     while body_end > body_start:
         line_end = body_end - 1 if data[body_end - 1:body_end] == b"\n" \
             else body_end
-        start = data.rfind(b"\n", body_start, line_end) + 1
-        start = max(start, body_start)
+        start = max(data.rfind(b"\n", body_start, line_end) + 1, body_start)
         raw = data[start:line_end]
-        if raw.startswith(b"#"):
-            match = _HEADER_LINE.fullmatch(_comment_text(raw))
-            if match and match.group(1) == "end" and tail_trailer is None:
-                # Walking backwards: the first one met is the file's last.
-                tail_trailer = _parse_trailer(match.group(2))
-        elif raw.strip(b" \t"):
+        if not (raw.startswith(b"#") or tracefile.is_blank(raw)):
             break
         body_end = start
-    if "command" in header:
-        # The command is escaped like a path (it can hold any byte).
-        try:
-            header["command"] = unescape_bytes(header["command"].encode(
-                "utf-8", "surrogateescape")).decode("utf-8", "surrogateescape")
-        except EscapeError:
-            pass  # informational only: keep it as written
-    version_text = header.get("pagetrace-format", "1")
-    version = int(version_text) if version_text.isascii() and \
-        version_text.isdigit() else version_text
-    if version not in KNOWN_VERSIONS:
-        raise UnsupportedVersionError(source, version)
-    page_size_text = header.get("page-size", str(DEFAULT_PAGE_SIZE))
-    page_size = int(page_size_text) if page_size_text.isascii() and \
-        page_size_text.isdigit() else 0
-    if not (PAGE_SIZE_RANGE[0] <= page_size <= PAGE_SIZE_RANGE[1]
-            and page_size & (page_size - 1) == 0):
-        raise TraceError(f"{source}: bad page-size {page_size_text!r}")
-    # The first three names are always timestamp_us path offset; the file's
-    # own spelling of them is not checked, only the extra names are used.
-    columns = re.split(r"[ \t]+", header["columns"]) if \
-        header.get("columns") else list(BASE_COLUMNS)
-    return _Layout(header=header, trailer=tail_trailer,
-                   head_trailer=trailer, version=version,
-                   page_size=page_size, columns=columns,
-                   extra_names=_frame_names(columns[3:]),
-                   body_start=body_start, body_line=body_line,
-                   body_end=body_end)
+    return _Layout(header=header, body_start=body_start,
+                   body_line=header.body_line, body_end=body_end)
 
 
-def _frame_names(declared):
+def _frame_names(declared, first_field):
     """DataFrame names of the extra columns: as declared, except that a
-    name already taken (a repeat, or ts_us/path/offset) becomes fieldN."""
+    name already taken (a repeat, or ts_us/path/offset/kind) becomes
+    fieldN, N its 1-based field number (`first_field` for the first)."""
     names = []
     for index, name in enumerate(declared):
         taken = name in names or name in FRAME_BASE_COLUMNS
-        names.append(f"field{index + 4}" if taken else name)
+        names.append(f"field{index + first_field}" if taken else name)
     return names
 
 
-def _parse_unsigned(field, what):
-    if not _DIGITS.fullmatch(field):
-        raise _Malformed(f"{what} is not an unsigned integer: "
-                         f"{field.decode('utf-8', 'backslashreplace')!r}")
-    value = int(field)
-    if value > INT64_MAX:
-        raise _Malformed(f"{what} {value} is out of range")
-    return value
-
-
-def _unescape_field(field, what):
-    try:
-        return unescape_bytes(field).decode("utf-8", "surrogateescape")
-    except EscapeError as err:
-        raise _Malformed(f"bad escape in {what}: {err}") from None
-
-
-def _check_fields(fields, page_size, extra_names):
-    """The reference check of one record's fields (a list of bytes).
-
-    Returns (ts_us, path, offset, extras) or raises _Malformed.
-    """
-    if len(fields) < 3:
-        raise _Malformed(f"expected at least 3 fields, found {len(fields)}")
-    ts_us = _parse_unsigned(fields[0], "timestamp")
-    offset = _parse_unsigned(fields[2], "offset")
-    if offset % page_size:
-        raise _Malformed(f"offset {offset} is not a multiple of page-size "
-                         f"{page_size}")
-    path = _unescape_field(fields[1], "path")
-    extras = [_unescape_field(f, _extra_name(extra_names, i))
-              for i, f in enumerate(fields[3:])]
-    return ts_us, path, offset, extras
-
-
-def _extra_name(extra_names, index):
-    """Name of extra column `index` (0-based after `offset`)."""
+def _extra_name(extra_names, index, first_field):
+    """Name of extra column `index` (0-based); `first_field` is the 1-based
+    field number of the first extra column (4, or 5 in version 2)."""
     if index < len(extra_names):
         return extra_names[index]
-    return f"field{index + 4}"
+    return f"field{index + first_field}"
 
 
 def _categorical(values):
@@ -249,43 +119,58 @@ def _categorical(values):
         pd.Series([v for v in values if v is not None], dtype=object)))
 
 
-def _frame(ts_us, path, offset, extras, extra_names):
-    columns = {"ts_us": np.asarray(ts_us, dtype=np.int64), "path": path,
-               "offset": np.asarray(offset, dtype=np.int64)}
+def _integers(values):
+    """int64, or uint64 when a value does not fit in an int64."""
+    array = np.asarray(values, dtype=np.uint64)
+    if len(array) and int(array.max()) > INT64_MAX:
+        return array
+    return array.astype(np.int64)
+
+
+def _frame(ts_us, path, offset, kind, extras, layout):
+    columns = {"ts_us": ts_us, "path": path, "offset": offset, "kind": kind}
     for index, values in enumerate(extras):
-        columns[_extra_name(extra_names, index)] = values
-    # copy=False: no consolidation copy of the two int64 columns.
+        columns[_extra_name(layout.extra_names, index,
+                            layout.first_field)] = values
+    # copy=False: no consolidation copy of the two integer columns.
     return pd.DataFrame(columns, copy=False)
 
 
+def _kind_column(kinds, n_rows):
+    if kinds is None:   # version 1: every record was read from storage
+        return pd.Categorical.from_codes(np.zeros(n_rows, dtype=np.int8),
+                                         dtype=KIND_DTYPE)
+    return pd.Categorical(kinds, dtype=KIND_DTYPE)
+
+
 def _read_python(data, layout):
-    """Reference engine: one line at a time."""
-    records_ts, records_path, records_offset, records_extra = [], [], [], []
+    """The core's line iterator and check on every line."""
+    header = layout.header
+    ts_col, path_col, offset_col, kind_col, extra_rows = [], [], [], [], []
     malformed = []
     n_extra = 0
-    lines = data[layout.body_start:layout.body_end].split(b"\n")
-    for index, raw in enumerate(lines):
-        if raw.startswith(b"#"):
-            continue
-        fields = _FIELD_SEPARATORS.split(raw.strip(b" \t"))
-        if fields == [b""]:
-            continue  # an empty (or blank) line
+    for line_no, fields, crlf in tracefile.record_lines(
+            data, layout.body_start, layout.body_line, layout.body_end):
         try:
-            ts_us, path, offset, extras = _check_fields(
-                fields, layout.page_size, layout.extra_names)
-        except _Malformed as err:
-            malformed.append((layout.body_line + index, str(err)))
+            ts_us, path, offset, kind, extras = check_record(fields, header,
+                                                             crlf)
+        except MalformedRecord as err:
+            malformed.append((line_no, str(err)))
             continue
-        records_ts.append(ts_us)
-        records_path.append(path)
-        records_offset.append(offset)
-        records_extra.append(extras)
+        ts_col.append(ts_us)
+        path_col.append(path)
+        offset_col.append(offset)
+        kind_col.append(kind)
+        extra_rows.append(extras)
         n_extra = max(n_extra, len(extras))
     n_extra = max(n_extra, len(layout.extra_names))
     extras = [_categorical([e[i] if i < len(e) else None
-                            for e in records_extra]) for i in range(n_extra)]
-    frame = _frame(records_ts, _categorical(records_path), records_offset,
-                   extras, layout.extra_names)
+                            for e in extra_rows]) for i in range(n_extra)]
+    frame = _frame(_integers(ts_col), _categorical(path_col),
+                   _integers(offset_col),
+                   _kind_column(kind_col if header.version >= 2 else None,
+                                len(kind_col)),
+                   extras, layout)
     return frame, malformed
 
 
@@ -395,12 +280,23 @@ def _read_arrow(data, layout):
         return _read_arrow_segments(data, layout, careful=True)
 
 
+def _empty_frame(layout):
+    n_extra = len(layout.extra_names)
+    return _frame(np.zeros(0, dtype=np.int64), _categorical([]),
+                  np.zeros(0, dtype=np.int64), _kind_column(None, 0),
+                  [_categorical([]) for _ in range(n_extra)], layout)
+
+
 def _read_arrow_segments(data, layout, careful):
     import pyarrow as pa
-    import pyarrow.compute as pc
     import pyarrow.csv as pacsv
 
     segments, line_numbers = _body_segments(data, layout, careful)
+    if sum(b - a for a, b in segments) == 0:
+        # Nothing to read. The CSV reader is never given empty input: it
+        # fails on it, and fails leaving its read-ahead task running
+        # (apache/arrow#38676), which aborts the interpreter at exit.
+        return _empty_frame(layout), []
     has_tabs = any(data.find(b"\t", a, b) != -1 for a, b in segments)
     if len(segments) == 1 and not has_tabs:
         body = pa.py_buffer(data).slice(segments[0][0],
@@ -409,16 +305,23 @@ def _read_arrow_segments(data, layout, careful):
         joined = b"".join(data[a:b] for a, b in segments)
         body = pa.py_buffer(joined.replace(b"\t", b" ") if has_tabs
                             else joined)
-    names = list(FRAME_BASE_COLUMNS) + list(layout.extra_names)
+    text_names = (["path", "kind"] if layout.header.version >= 2
+                  else ["path"]) + list(layout.extra_names)
+    names = ["ts_us"] + text_names[:1] + ["offset"] + text_names[1:]
     dictionary = pa.dictionary(pa.int32(), pa.binary())
-    column_types = {"ts_us": pa.binary(), "offset": pa.binary(),
-                    "path": dictionary}
-    column_types.update({name: dictionary for name in layout.extra_names})
+    column_types = {"ts_us": pa.binary(), "offset": pa.binary()}
+    column_types.update({name: dictionary for name in text_names})
     try:
         table = pacsv.read_csv(
             pa.BufferReader(body),
+            # use_threads=False: the threaded reader leaves a read-ahead
+            # task on Arrow's I/O thread pool running after it returns;
+            # when the interpreter exits meanwhile, the process dies with
+            # "terminate called without an active exception" (SIGABRT).
+            # One thread reads as fast here (measured on 5M records).
             read_options=pacsv.ReadOptions(column_names=names,
-                                           block_size=16 << 20),
+                                           block_size=16 << 20,
+                                           use_threads=False),
             parse_options=pacsv.ParseOptions(delimiter=" ", quote_char=False,
                                              escape_char=False,
                                              ignore_empty_lines=False),
@@ -434,75 +337,97 @@ def _read_arrow_segments(data, layout, careful):
         line_numbers = layout.body_line + np.arange(n_rows)
     elif len(line_numbers) != n_rows:
         raise _NotForArrow("rows and lines do not match")
-
-    # Vectorised checks; rows failing any of them are suspects.
     suspect = np.zeros(n_rows, dtype=bool)
-    numbers = {}
-    for name in ("ts_us", "offset"):
-        text = table.column(name)
-        lengths = pc.binary_length(text).to_numpy(zero_copy_only=False)
-        if (lengths == 0).any():
-            # Runs of separators, or empty lines (arrow reads one as a row
-            # of empty fields): worth a retry with empty lines cut out.
-            raise _NotForArrow("empty fields", maybe_empty_lines=True)
-        # Unchecked cast: a field with bytes that are not UTF-8 is simply
-        # not decimal.
-        as_text = pc.cast(text, options=pc.CastOptions(
-            target_type=pa.string(), allow_invalid_utf8=True))
-        decimal = pc.ascii_is_decimal(as_text)
-        plain = decimal.to_numpy(zero_copy_only=False) & (lengths <= SAFE_DIGITS)
-        if plain.all():
-            numbers[name] = pc.cast(as_text, pa.int64()
-                                    ).to_numpy(zero_copy_only=False)
-            continue
-        suspect |= ~plain
-        safe_text = pc.if_else(pa.array(plain), as_text, "0")
-        numbers[name] = pc.cast(safe_text, pa.int64()
-                                ).to_numpy(zero_copy_only=False)
-    if layout.page_size & (layout.page_size - 1) == 0:
-        # A power of two: a mask is much cheaper than a modulo.
-        suspect |= (numbers["offset"] & (layout.page_size - 1)) != 0
-    else:
-        suspect |= (numbers["offset"] % layout.page_size) != 0
+    numbers = {name: _arrow_integers(table.column(name), suspect)
+               for name in ("ts_us", "offset")}
+    suspect |= (numbers["offset"] & (layout.header.page_size - 1)) != 0
     coded = {}
-    for name in ["path"] + list(layout.extra_names):
+    for name in text_names:
         codes, raw_values = _dictionary_column(table.column(name))
         values = _unescape_categories(raw_values)
+        if name == "kind":
+            values = [v if v in layout.header.kinds else None for v in values]
         bad = np.array([v is None for v in values], dtype=bool)
         if bad.any():
             suspect |= bad[codes]
         coded[name] = (codes, raw_values, values)
+    malformed, keep = _judge_suspects(table, coded, numbers, suspect,
+                                      line_numbers, layout)
+    return _arrow_frame(coded, numbers, keep, layout), malformed
 
-    # The reference checker decides about suspects and words the reasons.
+
+def _arrow_integers(text, suspect):
+    """A column of decimal text as int64. Fields that are not plain
+    numbers of at most SAFE_DIGITS digits become 0 and are marked in
+    `suspect`, for the core's check to judge."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    lengths = pc.binary_length(text).to_numpy(zero_copy_only=False)
+    if (lengths == 0).any():
+        # Runs of separators, or empty lines (arrow reads one as a row of
+        # empty fields): worth a retry with empty lines cut out.
+        raise _NotForArrow("empty fields", maybe_empty_lines=True)
+    # Unchecked cast: a field with bytes that are not UTF-8 is simply not
+    # decimal.
+    as_text = pc.cast(text, options=pc.CastOptions(
+        target_type=pa.string(), allow_invalid_utf8=True))
+    plain = pc.ascii_is_decimal(as_text).to_numpy(zero_copy_only=False) \
+        & (lengths <= SAFE_DIGITS)
+    if not plain.all():
+        suspect |= ~plain
+        as_text = pc.if_else(pa.array(plain), as_text, "0")
+    return pc.cast(as_text, pa.int64()).to_numpy(zero_copy_only=False)
+
+
+def _judge_suspects(table, coded, numbers, suspect, line_numbers, layout):
+    """The core's check decides about every suspect row and words the
+    reasons. Returns (malformed, keep); fixes up `numbers` in place for
+    suspects that were valid after all (19 or 20 digits that fit)."""
     malformed = []
     keep = ~suspect
     suspects = np.flatnonzero(suspect)
     if len(suspects):
         # Arrow hands out read-only arrays; suspects may need fixing up.
-        numbers = {k: v.copy() for k, v in numbers.items()}
+        for name in numbers:
+            numbers[name] = numbers[name].copy()
+    text_names = list(coded)
     for row in suspects:
-        fields = [table.column("ts_us")[row].as_py(),
-                  coded["path"][1][coded["path"][0][row]],
+        raw = {name: coded[name][1][coded[name][0][row]]
+               for name in text_names}
+        fields = [table.column("ts_us")[row].as_py(), raw["path"],
                   table.column("offset")[row].as_py()]
-        fields += [coded[name][1][coded[name][0][row]]
-                   for name in layout.extra_names]
+        fields += [raw[name] for name in text_names[1:]]
         try:
-            ts_us, _, offset, _ = _check_fields(fields, layout.page_size,
-                                                layout.extra_names)
-        except _Malformed as err:
+            ts_us, _, offset, _, _ = check_record(fields, layout.header)
+        except MalformedRecord as err:
             malformed.append((int(line_numbers[row]), str(err)))
             continue
-        # Valid after all (a number of 19 digits that fits in an int64).
-        numbers["ts_us"][row], numbers["offset"][row] = ts_us, offset
+        for name, value in (("ts_us", ts_us), ("offset", offset)):
+            if value > INT64_MAX and numbers[name].dtype != np.uint64:
+                numbers[name] = numbers[name].astype(np.uint64)
+            numbers[name][row] = value
         keep[row] = True
-    if keep.all():
-        keep = None  # skip three needless copies of every column
+    return malformed, (None if keep.all() else keep)
+
+
+def _arrow_frame(coded, numbers, keep, layout):
+    def kept(values):
+        return values if keep is None else values[keep]
+
+    if "kind" in coded:
+        codes, _, values = coded["kind"]
+        to_kind = np.array([RECORD_KINDS.index(v) if v is not None else -1
+                            for v in values], dtype=np.int8)
+        kind = pd.Categorical.from_codes(kept(to_kind[codes]) if len(codes)
+                                         else np.zeros(0, dtype=np.int8),
+                                         dtype=KIND_DTYPE)
+    else:
+        kind = _kind_column(None, len(kept(numbers["ts_us"])))
     extras = [_recode(*coded[name][::2], keep) for name in layout.extra_names]
-    frame = _frame(numbers["ts_us"] if keep is None else numbers["ts_us"][keep],
-                   _recode(coded["path"][0], coded["path"][2], keep),
-                   numbers["offset"] if keep is None else numbers["offset"][keep],
-                   extras, layout.extra_names)
-    return frame, malformed
+    return _frame(kept(numbers["ts_us"]),
+                  _recode(coded["path"][0], coded["path"][2], keep),
+                  kept(numbers["offset"]), kind, extras, layout)
 
 
 def _read_either(data, layout):
@@ -561,22 +486,18 @@ def _concat_frames(frames):
 
 
 def read_trace(path, strict=False, engine="auto"):
-    """Read a pagetrace trace (format v1) into a DataFrame.
+    """Read a pagetrace trace (format version 1 or 2) into a DataFrame.
 
     path: a trace file; `.xz` and `.gz` files are decompressed.
     strict: raise MalformedTraceError at the first malformed record instead
     of skipping it with a warning.
     engine: "auto" (arrow, giving way to python where needed), "arrow"
-    (same), or "python" (the line-by-line reference parser only).
+    (same), or "python" (the core's line-by-line check only).
+    Raises TraceError (`SOURCE: reason`) for a file that is refused whole
+    or cannot be read.
     """
-    source = str(path)
-    # Compressed traces (samples/ ships one as .xz) are read as they are.
-    opener = {".xz": lzma.open, ".gz": gzip.open}.get(
-        os.path.splitext(source)[1], open)
-    with opener(path, "rb") as trace_file:
-        data = trace_file.read()
-    return parse_trace_bytes(data, source=source, strict=strict,
-                             engine=engine)
+    return parse_trace_bytes(tracefile.load(path), source=str(path),
+                             strict=strict, engine=engine)
 
 
 def parse_trace_bytes(data, source="<bytes>", strict=False, engine="auto"):
@@ -590,15 +511,13 @@ def parse_trace_bytes(data, source="<bytes>", strict=False, engine="auto"):
     else:
         frame, malformed, used = _read_in_chunks(data, layout)
     malformed.sort()
-    if layout.trailer is None:
-        # The last `# end:` line of the file wins, as in the C reader.
-        layout.trailer = _trailer_from_body(data, layout) or \
-            layout.head_trailer
+    header = layout.header
+    trailer = tracefile.find_trailer(data, header)
     if strict and malformed:
         raise MalformedTraceError(source, *malformed[0])
     messages = [f"{source}:{line}: {reason}" for line, reason in malformed]
-    lost = (layout.trailer or {}).get("lost", 0)
-    if isinstance(lost, int) and lost > 0:
+    lost = (trailer or {}).get("lost", 0)
+    if lost > 0:
         messages.append(f"{source}: the tracer lost {lost} events; "
                         "the trace is incomplete")
     for message in messages[:WARN_LINES]:
@@ -608,37 +527,31 @@ def parse_trace_bytes(data, source="<bytes>", strict=False, engine="auto"):
                       "warnings (see df.attrs['warnings'])", TraceWarning,
                       stacklevel=3)
     frame.attrs.update({
-        "source": source, "version": layout.version,
-        "page_size": layout.page_size, "header": dict(layout.header),
-        "columns": list(layout.columns),
-        "trailer": layout.trailer, "malformed": malformed,
+        "source": source, "version": header.version,
+        "page_size": header.page_size, "header": dict(header.keys),
+        "columns": list(header.columns), "kinds": sorted(
+            header.kinds, key=RECORD_KINDS.index),
+        "trailer": trailer, "malformed": malformed,
         "warnings": messages, "engine": used})
     return frame
 
 
-def _trailer_from_body(data, layout):
-    """The last `# end:` line among the records (rare: a trace written by
-    `trace` has it at the end). Looks only where a `#` starts a line."""
-    found = None
-    position = data.find(b"#", layout.body_start, layout.body_end)
-    while position != -1:
-        if position == 0 or data[position - 1:position] == b"\n":
-            line_end = data.find(b"\n", position, layout.body_end)
-            line_end = layout.body_end if line_end == -1 else line_end
-            match = _HEADER_LINE.fullmatch(
-                _comment_text(data[position:line_end]))
-            if match and match.group(1) == "end":
-                found = _parse_trailer(match.group(2))
-        position = data.find(b"#", position + 1, layout.body_end)
-    return found
+def extra_columns(frame):
+    """Names of the frame's extra columns: those after `kind`."""
+    columns = list(frame.columns)
+    start = columns.index("kind") + 1 if "kind" in columns else 3
+    return columns[start:]
 
 
 def trace_records(frame):
     """Rows as `[ts_us, path, offset, [extras as strings]]`, the layout of
-    samples/expected/*.json (trailing missing extras are left out)."""
-    extra_columns = list(frame.columns[3:])
+    samples/expected/*.json: in version 2 the kind is the first extra
+    field; trailing missing extras are left out."""
+    extra_names = extra_columns(frame)
+    if frame.attrs.get("version", 1) >= 2 and "kind" in frame.columns:
+        extra_names = ["kind"] + extra_names
     records = []
-    extras_values = [frame[c].tolist() for c in extra_columns]
+    extras_values = [frame[c].tolist() for c in extra_names]
     for i, (ts_us, path, offset) in enumerate(zip(
             frame["ts_us"].tolist(), frame["path"].tolist(),
             frame["offset"].tolist())):

@@ -1,0 +1,668 @@
+"""startup-bench: time a program's startup in controlled page-cache states.
+
+    startup-bench --trace reads.log -n 20 -- firefox-esr --headless ...
+    pagetrace startup --trace reads.log -n 20 -- firefox-esr --headless ...
+
+States, run in interleaved order (one of each per iteration) so that drift
+over the session spreads over all of them:
+
+  cold        sync + drop_caches: the whole page cache emptied (root only)
+  selective   only the trace's files evicted (POSIX_FADV_DONTNEED)
+  hot         the trace's files read into the cache first
+  prefetched  selective, then `replay --sorted --prefetch TRACE`, then run
+  simulated   selective, then `replay TRACE` (O_DIRECT, original order),
+              then warm the files and run: "simulated I/O + hot start",
+              the 2011 check against a real (selectively) cold start
+
+Writes every run to a CSV (docs/data-formats.md, "startup-bench runs",
+pagetrace.startup_csv) and prints mean, median and 95% confidence interval
+(Student's t) per state. Part of the standard-library core, so that it runs
+under sudo with the system Python; the cache states are made with
+pagetrace.cache and the trace (its `read` records) is read by
+pagetrace.tracefile.
+"""
+
+import argparse
+import json
+import os
+import pwd
+import re
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from collections import deque, namedtuple
+
+from . import __version__, cache, tracefile
+from .frontdoor import TREE_TOP
+from .escape import display_path
+from .startup_csv import (STATES, Run, StartupCsvError,
+                          comparisons, header_row, read_runs, run_row,
+                          summarize)
+
+PROG = "startup-bench"
+DROP_CACHES = "/proc/sys/vm/drop_caches"
+GOVERNOR = "/sys/devices/system/cpu/cpu0/cpufreq/scaling_governor"
+# After a readiness marker, the command gets this long to exit on SIGTERM.
+TERM_GRACE_S = 2.0
+
+
+class BenchError(Exception):
+    """Stops the whole session (bad input, missing helper): exit status 2."""
+
+
+class NothingToDo(BenchError):
+    """The trace was read but names no usable file: exit status 1."""
+
+
+# ---------------------------------------------------------------------------
+# Running the command once.
+
+RunAs = namedtuple("RunAs", "uid gid groups name home")
+Outcome = namedtuple("Outcome", "status elapsed_s detail")
+
+
+def invoking_user():
+    """The user behind sudo (SUDO_UID/SUDO_GID), or None to run as we are."""
+    if os.geteuid() != 0 or "SUDO_UID" not in os.environ:
+        return None
+    uid = int(os.environ["SUDO_UID"])
+    gid = int(os.environ.get("SUDO_GID", uid))
+    try:
+        entry = pwd.getpwuid(uid)
+        return RunAs(uid, gid, os.getgrouplist(entry.pw_name, gid),
+                     entry.pw_name, entry.pw_dir)
+    except KeyError:
+        return RunAs(uid, gid, [gid], str(uid), "/")
+
+
+def popen_identity(run_as):
+    """Popen arguments that drop to the invoking user, with its own HOME."""
+    if run_as is None:
+        return {}
+    env = dict(os.environ, HOME=run_as.home, USER=run_as.name,
+               LOGNAME=run_as.name)
+    return {"user": run_as.uid, "group": run_as.gid,
+            "extra_groups": run_as.groups, "env": env}
+
+
+class ReadinessWatch:
+    """Decides when a run is 'started': at exit, at a line of output that
+    matches --ready-regex, or when --ready-file appears."""
+
+    def __init__(self, regex=None, path=None):
+        self.regex = re.compile(regex) if regex else None
+        self.path = path
+        self.pending = b""
+        self.tail = deque(maxlen=20)
+
+    @property
+    def waits_for_marker(self):
+        return bool(self.regex or self.path)
+
+    def before_run(self):
+        if self.path:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+
+    def feed(self, data):
+        """Take command output; True when a line matched the regex."""
+        self.pending += data
+        *lines, self.pending = self.pending.split(b"\n")
+        matched = False
+        for raw in lines:
+            line = raw.decode("utf-8", "replace")
+            self.tail.append(line)
+            if self.regex and self.regex.search(line):
+                matched = True
+        return matched
+
+    def file_appeared(self):
+        return bool(self.path) and os.path.exists(self.path)
+
+
+def _drain(fd, watch):
+    """Read what output is there without blocking; True on a regex match."""
+    matched = False
+    while True:
+        try:
+            data = os.read(fd, 65536)
+        except BlockingIOError:
+            return matched
+        if not data:
+            return matched
+        matched |= watch.feed(data)
+
+
+def run_once(command, timeout_s, watch, run_as):
+    """Run the command in its own process group; time it; never hang.
+
+    The exit is seen through a pidfd, so the time is exact (Popen.wait with a
+    timeout polls with sleeps of up to 50 ms). On timeout the whole group is
+    killed; after the run any process the command left behind is killed too.
+    """
+    watch.before_run()
+    start = time.perf_counter()
+    try:
+        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL,
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True, **popen_identity(run_as))
+    except OSError as exc:
+        return Outcome("failed", 0.0, f"cannot run {command[0]}: {exc.strerror}")
+    out_fd = proc.stdout.fileno()
+    os.set_blocking(out_fd, False)
+    pidfd = os.pidfd_open(proc.pid)
+    poller = select.poll()
+    poller.register(pidfd, select.POLLIN)
+    poller.register(out_fd, select.POLLIN)
+    try:
+        return _watch_run(proc, start, timeout_s, watch, poller, pidfd, out_fd)
+    finally:
+        _kill_group(proc.pid, signal.SIGKILL)
+        proc.wait()
+        _wait_group_gone(proc.pid)
+        os.close(pidfd)
+        proc.stdout.close()
+
+
+def _watch_run(proc, start, timeout_s, watch, poller, pidfd, out_fd):
+    deadline = start + timeout_s if timeout_s else None
+    # A file marker has no event to wait on: poll for it every millisecond.
+    tick_ms = 1 if watch.path else None
+    while True:
+        wait_ms = tick_ms
+        if deadline is not None:
+            left_ms = max(0, int((deadline - time.perf_counter()) * 1000) + 1)
+            wait_ms = left_ms if wait_ms is None else min(wait_ms, left_ms)
+        events = dict(poller.poll(wait_ms))
+        now = time.perf_counter()
+        marked = (out_fd in events and _drain(out_fd, watch)) or watch.file_appeared()
+        if marked:
+            _stop_gracefully(proc)
+            return Outcome("ok", now - start, "")
+        if pidfd in events:
+            return _exited(proc, now - start, watch, out_fd)
+        if out_fd in events and events[out_fd] & select.POLLHUP:
+            poller.unregister(out_fd)  # closed; keep waiting for the exit
+        if deadline is not None and now >= deadline:
+            _kill_group(proc.pid, signal.SIGKILL)
+            return Outcome("timeout", now - start,
+                           f"killed after {timeout_s:g} s (whole process group)")
+
+
+def _exited(proc, elapsed, watch, out_fd):
+    code = proc.wait()
+    marked = _drain(out_fd, watch) or watch.file_appeared()
+    if watch.waits_for_marker and not marked:
+        return Outcome("failed", elapsed,
+                       f"exited with status {code} before the readiness marker"
+                       + _tail_text(watch))
+    if code != 0:
+        return Outcome("failed", elapsed, f"exited with status {code}" + _tail_text(watch))
+    return Outcome("ok", elapsed, "")
+
+
+def _tail_text(watch):
+    if watch.pending:
+        watch.feed(b"\n")
+    lines = [line for line in watch.tail if line.strip()][-3:]
+    return "; last output: " + " | ".join(lines) if lines else ""
+
+
+def _kill_group(pgid, sig):
+    try:
+        os.killpg(pgid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _wait_group_gone(pgid, limit_s=5.0):
+    """Wait until no process of the group is left, so that none still maps
+    files (or reads them) while the next run's cache state is prepared."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            return
+        except PermissionError:
+            pass
+        time.sleep(0.001)
+        _kill_group(pgid, signal.SIGKILL)
+    progress(f"warning: processes of group {pgid} still there {limit_s:g} s after SIGKILL")
+
+
+def _stop_gracefully(proc):
+    _kill_group(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=TERM_GRACE_S)
+    except subprocess.TimeoutExpired:
+        pass  # run_once's cleanup sends SIGKILL
+
+
+# ---------------------------------------------------------------------------
+# Cache states.
+
+def find_replay(explicit):
+    """The replayer: --replay, else replay/replay of the source tree, else
+    pagetrace-replay (installed) or replay on PATH."""
+    if explicit:
+        return explicit if os.access(explicit, os.X_OK) else None
+    in_tree = os.path.join(TREE_TOP, "replay", "replay")
+    if os.access(in_tree, os.X_OK):
+        return in_tree
+    return shutil.which("pagetrace-replay") or shutil.which("replay")
+
+
+
+def refusals(states, replay, explicit_replay):
+    """{state: reason} for the states that cannot run here."""
+    refused = {}
+    if "cold" in states:
+        reason = _cold_refusal()
+        if reason:
+            refused["cold"] = reason
+    for state, how in (("prefetched", "replay --sorted --prefetch"),
+                       ("simulated", "replay (O_DIRECT, original order)")):
+        if state in states and not replay:
+            where = (f"{explicit_replay} is not an executable file" if explicit_replay
+                     else "not found as <repo>/replay/replay nor on PATH")
+            refused[state] = (f"needs the replayer ({how}), which is missing: "
+                              f"{where}; build it (make -C replay) or give --replay PATH")
+    return refused
+
+
+def _cold_refusal():
+    if os.geteuid() != 0:
+        return ("dropping the whole page cache (sync; echo 3 > "
+                f"{DROP_CACHES}) needs root: run under sudo, or leave cold "
+                "out of --states")
+    try:
+        os.close(os.open(DROP_CACHES, os.O_WRONLY))
+    except OSError as exc:
+        return f"cannot write {DROP_CACHES}: {exc.strerror}"
+    return None
+
+
+def drop_all_caches():
+    os.sync()
+    with open(DROP_CACHES, "w") as f:
+        f.write("3\n")
+
+
+class CacheStates:
+    """Puts the page cache in each state, with pagetrace.cache."""
+
+    def __init__(self, pagecache, trace, paths, replay, trace_path):
+        self.pagecache = pagecache
+        self.trace = trace
+        self.paths = paths
+        self.replay = replay
+        self.trace_path = trace_path
+        self.method = pagecache.choose_method()[0]
+        self.warned_resident = set()
+        self.warned_unmeasured = False
+        self.warned_unverified = False
+
+    def evict(self):
+        results, _ = self.pagecache.evict_files(self.paths, self.method)
+        unverified = [r for r in results if r["status"] == "unverified"]
+        if unverified and not self.warned_unverified:
+            self.warned_unverified = True
+            progress(f"warning: eviction of {len(unverified)} file(s) could not be "
+                     f"verified: {unverified[0]['reason']}")
+        for r in results:
+            if r["status"] in ("partial", "refused") and r["path"] not in self.warned_resident:
+                self.warned_resident.add(r["path"])
+                why = r.get("reason") or "; ".join(p["reason"] for p in r["resident"][:2])
+                progress(f"warning: {display_path(r['path'])}: "
+                         f"eviction {r['status']}: {why}")
+
+    def warm(self):
+        self.pagecache.warm_files(self.paths, self.method)
+
+    def cold_fraction(self):
+        """Share of the traced pages not cached now; None if not measurable."""
+        try:
+            cached, total = self.pagecache.traced_residency(self.trace, self.method)
+        except OSError as exc:
+            if not self.warned_unmeasured:
+                self.warned_unmeasured = True
+                progress(f"warning: cold_fraction not measured: {exc.strerror}")
+            return None
+        return 1.0 - cached / total if total else None
+
+    def run_replay(self, *options):
+        """(seconds, error or None) of one replay run."""
+        command = [self.replay, *options, self.trace_path]
+        start = time.perf_counter()
+        done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True)
+        elapsed = time.perf_counter() - start
+        if done.returncode != 0:
+            message = done.stderr.decode("utf-8", "replace").strip().splitlines()
+            return elapsed, (f"{' '.join(command)} exited with status "
+                             f"{done.returncode}: " + (message[-1] if message else ""))
+        return elapsed, None
+
+
+def prepare_and_run(state, caches, bench):
+    """One run of one state: (Run fields except run/iteration, detail)."""
+    cold_fraction = prefetch_s = None
+    if state == "cold":
+        drop_all_caches()
+    elif state == "hot":
+        caches.warm()
+    else:
+        caches.evict()
+        cold_fraction = caches.cold_fraction()
+    if state == "prefetched":
+        prefetch_s, error = caches.run_replay("--sorted", "--prefetch")
+    elif state == "simulated":
+        prefetch_s, error = caches.run_replay()
+        caches.warm()  # O_DIRECT left the cache cold: the start itself is hot
+    else:
+        error = None
+    if error:
+        return ("failed", None, prefetch_s, None, cold_fraction), error
+    outcome = bench(state)
+    total = outcome.elapsed_s + (prefetch_s or 0.0)
+    return (outcome.status, outcome.elapsed_s, prefetch_s, total, cold_fraction), outcome.detail
+
+
+# ---------------------------------------------------------------------------
+# Raw runs (CSV) and their summary.
+
+class RunWriter:
+    """Writes each run as it ends, so an interrupted session keeps its runs."""
+
+    def __init__(self, path):
+        try:
+            self.file = open(path, "w", newline="") if path else None
+        except OSError as exc:
+            raise BenchError(f"{path}: {exc.strerror}") from None
+        if self.file:
+            self.file.write(header_row() + "\n")
+            self.file.flush()
+
+    def write(self, run):
+        if not self.file:
+            return
+        self.file.write(run_row(run) + "\n")
+        self.file.flush()
+
+    def close(self):
+        if self.file:
+            self.file.close()
+
+
+def read_runs_csv(path):
+    """The runs of a CSV written by startup-bench (for --summarize)."""
+    try:
+        return read_runs(path)
+    except StartupCsvError as exc:
+        raise BenchError(str(exc)) from None
+    except OSError as exc:
+        raise BenchError(f"{path}: {exc.strerror}") from None
+
+
+def _fmt(value, digits=3, suffix=""):
+    return "-" if value is None else f"{value:.{digits}f}{suffix}"
+
+
+def print_summary(summary, compared, notes, out):
+    head = ("state", "ok/runs", "mean_s", "median_s", "95% CI (s)", "±%",
+            "elapsed_s", "prefetch_s", "cold_frac")
+    rows = [head]
+    for state, f in summary.items():
+        ci = ("-" if f["ci95_low_s"] is None
+              else f"{f['ci95_low_s']:.3f}-{f['ci95_high_s']:.3f}")
+        rows.append((state, f"{f['ok']}/{f['runs']}", _fmt(f["mean_s"]),
+                     _fmt(f["median_s"]), ci, _fmt(f["ci95_half_percent"], 1),
+                     _fmt(f["elapsed_mean_s"]), _fmt(f["prefetch_mean_s"]),
+                     _fmt(f["cold_fraction_mean"], 3)))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
+    for row in rows:
+        print("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
+                        for i, (c, w) in enumerate(zip(row, widths))), file=out)
+    labels = (("simulated_vs_selective_percent", "simulated vs real cold (selective)"),
+              ("simulated_vs_cold_percent", "simulated vs real cold (drop_caches)"),
+              ("prefetched_vs_selective_percent", "prefetched (total) vs selective"))
+    for key, label in labels:
+        if compared.get(key) is not None:
+            print(f"{label}: {compared[key]:+.1f}%", file=out)
+    if compared.get("selective_minus_hot_s") is not None:
+        print(f"I/O cost (selective - hot): {compared['selective_minus_hot_s']:.3f} s",
+              file=out)
+    for note in notes:
+        print(note, file=out)
+
+
+# ---------------------------------------------------------------------------
+# The session.
+
+def progress(message):
+    print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+
+
+def governor_note():
+    try:
+        with open(GOVERNOR) as f:
+            governor = f.read().strip()
+    except OSError:
+        return None
+    return governor
+
+
+def load_trace(pagecache, path):
+    """The trace (its read records) and its files that exist; notes about
+    the rest on stderr. tracefile.TraceError when the trace is refused."""
+    trace = pagecache.read_trace(path)
+    for note in pagecache.trace_notes(trace):
+        progress(note)
+    paths, problems = pagecache.collect_files(list(trace.pages))
+    for problem in problems:
+        progress(f"{problem} (left out of eviction and warming)")
+    if not paths:
+        raise NothingToDo(f"{path}: the trace names no file that exists "
+                          "here: nothing to make cold or hot")
+    return trace, paths
+
+
+def run_session(args, command, pagecache):
+    states = args.states
+    replay = find_replay(args.replay)
+    refused = refusals(states, replay, args.replay)
+    for state, reason in refused.items():
+        progress(f"state {state} refused: {reason}")
+    active = [s for s in states if s not in refused]
+    trace, paths = load_trace(pagecache, args.trace)
+    caches = CacheStates(pagecache, trace, paths, replay, args.trace)
+    run_as = invoking_user()
+    watch = ReadinessWatch(args.ready_regex, args.ready_file)
+    governor = governor_note()
+    progress(f"{len(active)} state(s) x {args.n} run(s); {len(paths)} traced "
+             f"file(s); cache method {caches.method}; command runs as "
+             + (f"{run_as.name} (uid {run_as.uid}, from SUDO_UID)" if run_as
+                else f"uid {os.geteuid()}")
+             + (f"; cpu0 frequency governor: {governor}" if governor else
+                "; no cpufreq governor exposed"))
+    writer = RunWriter(args.csv)
+    runs = []
+    try:
+        for iteration in range(args.n):
+            for state in active:
+                fields, detail = prepare_and_run(
+                    state, caches, lambda s: run_once(command, args.timeout, watch, run_as))
+                run = Run(len(runs), state, iteration, *fields)
+                runs.append(run)
+                writer.write(run)
+                report_progress(run, len(active) * args.n, detail)
+    finally:
+        writer.close()
+    return runs, refused, governor, run_as, replay, caches.method
+
+
+def report_progress(run, total_runs, detail):
+    parts = [f"[{run.run + 1}/{total_runs}] {run.state} #{run.iteration}: {run.status}"]
+    if run.elapsed_s is not None:
+        parts.append(f" {run.elapsed_s:.3f} s")
+    if run.prefetch_s is not None:
+        parts.append(f" (replay {run.prefetch_s:.3f} s, total {_fmt(run.total_s)} s)")
+    if run.cold_fraction is not None:
+        parts.append(f", {100 * run.cold_fraction:.1f}% of traced pages cold before")
+    if detail:
+        parts.append(f": {detail}")
+    progress("".join(parts))
+
+
+def summary_document(args, command, runs, summary, compared, extra):
+    document = {"tool": "startup-bench", "format": 1, "trace": args.trace, "command": command,
+                "iterations": args.n, "states": list(args.states),
+                "kernel": os.uname().release, "summary": summary,
+                "comparisons": compared, "runs": [r._asdict() for r in runs]}
+    document.update(extra)
+    return document
+
+
+EXAMPLES = """\
+examples:
+  sudo startup-bench --trace reads.log -n 20 --csv runs.csv -- \\
+      firefox-esr --headless --screenshot /tmp/s.png about:blank
+  sudo startup-bench --trace app.log -n 10 --states selective,hot \\
+      --ready-regex 'listening on' -- ./server
+  startup-bench --summarize runs.csv --json
+
+exit status: 0 every run ok; 1 a run failed or timed out, a state was
+refused (cold without root, prefetched/simulated without replay), or the
+trace was refused (empty, binary, unknown version, bad header) or names no
+file that exists; 2 bad usage or an unreadable runs CSV.
+"""
+
+
+def parse_states(text):
+    states = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in states if s not in STATES]
+    if unknown or not states:
+        raise argparse.ArgumentTypeError(
+            f"unknown state(s) {','.join(unknown) or '(none given)'}: "
+            f"choose from {','.join(STATES)}")
+    return list(dict.fromkeys(states))
+
+
+def positive_number(text):
+    value = float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError("must be more than 0")
+    return value
+
+
+def build_parser(prog=PROG):
+    parser = argparse.ArgumentParser(
+        prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="%(prog)s --trace TRACE [options] -- CMD [ARGS...]\n"
+              "       %(prog)s --summarize RUNS.csv [--json]",
+        description="Time a command's startup in cold, selectively cold, hot, "
+                    "prefetched and simulated page-cache states.",
+        epilog=EXAMPLES)
+    parser.add_argument("-V", "--version", action="version",
+                        version=f"%(prog)s (pagetrace) {__version__}")
+    parser.add_argument("--trace", help="trace of the command's reads (format "
+                        "version 1 or 2; only its read records are used)")
+    parser.add_argument("-n", "--runs", dest="n", type=int, default=10,
+                        help="runs per state (default 10)")
+    parser.add_argument("--states", type=parse_states, default=list(STATES),
+                        help=f"comma-separated, from {','.join(STATES)} (default all)")
+    parser.add_argument("-o", "--output", "--csv", dest="csv", metavar="FILE",
+                        help="write every run to this CSV")
+    parser.add_argument("-j", "--json", action="store_true",
+                        help="print the summary and runs as one JSON object")
+    parser.add_argument("--timeout", type=positive_number, default=60.0, metavar="S",
+                        help="kill a run (its whole process group) after S "
+                             "seconds and mark it timeout (default 60)")
+    marker = parser.add_mutually_exclusive_group()
+    marker.add_argument("--ready-regex", metavar="RE",
+                        help="the start ends at the first output line matching RE")
+    marker.add_argument("--ready-file", metavar="PATH",
+                        help="the start ends when PATH appears (removed before each run)")
+    parser.add_argument("--replay", metavar="PATH",
+                        help="the replayer (default: replay/replay of the source "
+                        "tree, then pagetrace-replay or replay on PATH)")
+    parser.add_argument("--summarize", metavar="RUNS_CSV",
+                        help="only summarize a CSV written earlier")
+    return parser
+
+
+def split_command(argv):
+    """Everything after the first '--' is the command, taken as it is."""
+    if "--" in argv:
+        cut = argv.index("--")
+        return argv[:cut], argv[cut + 1:]
+    return argv, []
+
+
+def main(argv=None, prog=PROG):
+    """The command line; `prog` names the tool in messages (`startup-bench`,
+    or `pagetrace startup` from the front door)."""
+    global PROG
+    PROG = prog
+    own, command = split_command(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(prog)
+    args = parser.parse_args(own)
+    if args.summarize:
+        args.states = list(STATES)
+    elif not args.trace or not command:
+        parser.error("give --trace TRACE and, after --, the command to time")
+    elif args.n < 1:
+        parser.error("-n must be at least 1")
+    if args.ready_regex:
+        try:
+            re.compile(args.ready_regex)
+        except re.error as exc:
+            parser.error(f"--ready-regex: {exc}")
+    try:
+        return bench(args, command)
+    except (tracefile.TraceError, NothingToDo) as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 1
+    except BenchError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        progress("interrupted; the runs so far are in the CSV")
+        return 130
+
+
+def bench(args, command):
+    extra = {}
+    if args.summarize:
+        runs = read_runs_csv(args.summarize)
+        refused = {}
+    else:
+        runs, refused, governor, run_as, replay, method = run_session(
+            args, command, cache)
+        extra = {"governor": governor, "cache_method": method, "replay": replay,
+                 "run_as_uid": run_as.uid if run_as else os.geteuid(),
+                 "refused": refused}
+    summary = summarize(runs)
+    compared = comparisons(summary)
+    if args.json:
+        json.dump(summary_document(args, command, runs, summary, compared, extra),
+                  sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        notes = [f"state {s} refused: {why}" for s, why in refused.items()]
+        if "governor" in extra:
+            notes.append(f"cpu0 frequency governor: {extra['governor']}"
+                         if extra["governor"] else "cpu frequency governor: not exposed "
+                         "(no cpufreq; a VM or a fixed frequency)")
+        print_summary(summary, compared, notes, sys.stdout)
+    failed = any(r.status != "ok" for r in runs)
+    return 1 if failed or refused else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

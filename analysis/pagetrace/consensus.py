@@ -1,0 +1,235 @@
+"""The pages of a start-up that are the same from run to run (issue 12).
+
+Given N runs of one program (a Parquet dataset written by `pagetrace
+convert`, or text traces converted on the way), the consensus is the set of
+pages read (or used) in at least K of the N runs, the way Android's iorap
+compiles one prefetch list from many launches. Each page carries
+
+* `runs`: in how many runs it appears, and its stability `runs / N`;
+* `rank`: the median, over the runs it appears in, of its first-access
+  rank in that run (0 = the run's first page);
+* `ts_us`: the median of its first time relative to the start of its run.
+
+"Read" is a `read` record. "Used" is the waste definition
+(`pagetrace.waste`, docs/trace-format.md): a page with a `read` record and an
+`access` record in the same run; its rank is then that of its first access.
+
+Everything runs in DuckDB over Parquet, so the number and size of the runs
+is bounded by disk, not memory.
+"""
+import os
+
+from .escape import escape
+
+READ_PAGES_SQL = """
+    SELECT run, path, "offset", min(timestamp_us) AS first_us,
+           min(line) AS first_line
+    FROM {src} WHERE kind = 'read' GROUP BY run, path, "offset"
+"""
+
+# The waste definition of used: read and accessed in the same run; the
+# page's first access gives its place in the run.
+USED_PAGES_SQL = """
+    SELECT a.run, a.path, a."offset", a.first_us, a.first_line
+    FROM (SELECT run, path, "offset", min(timestamp_us) AS first_us,
+                 min(line) AS first_line
+          FROM {src} WHERE kind = 'access' GROUP BY run, path, "offset") a
+    SEMI JOIN (SELECT DISTINCT run, path, "offset" FROM {src}
+               WHERE kind = 'read') r
+    ON a.run = r.run AND a.path = r.path AND a."offset" = r."offset"
+"""
+
+PAGES_SQL = """
+    CREATE TEMP TABLE pages AS
+    WITH run_pages AS ({run_pages}),
+    ranked AS (
+        SELECT run, path, "offset",
+               first_us - min(first_us) OVER (PARTITION BY run) AS rel_us,
+               row_number() OVER (PARTITION BY run
+                                  ORDER BY first_us, first_line) - 1 AS rank
+        FROM run_pages)
+    SELECT path, "offset", count(*) AS runs,
+           median(rank) AS rank, median(rel_us) AS rel_us,
+           min(rel_us) AS min_rel_us
+    FROM ranked GROUP BY path, "offset"
+"""
+
+
+def required_runs(n_runs, min_runs=None, min_fraction=None):
+    """K from --min-runs or --min-fraction (of N, rounded up); all N runs
+    when neither is given."""
+    if min_runs is not None:
+        if min_runs < 1:
+            raise ValueError("--min-runs must be at least 1")
+        return min_runs
+    if min_fraction is not None:
+        if not 0 < min_fraction <= 1:
+            raise ValueError("--min-fraction must be in (0, 1]")
+        # Rounded up, with a little slack for 0.7 * 10 = 7.000000000000001.
+        return max(1, -int(-(min_fraction * n_runs - 1e-9) // 1))
+    return n_runs
+
+
+def build(con, runs, used=False):
+    """Create the temp table `pages` (one row per page of any run: path,
+    offset, runs, rank, rel_us) and return N, the number of runs that have
+    at least one page."""
+    src = runs.relation_sql()
+    run_pages = (USED_PAGES_SQL if used else READ_PAGES_SQL).format(src=src)
+    con.execute("DROP TABLE IF EXISTS pages")
+    con.execute(PAGES_SQL.format(run_pages=run_pages))
+    counted = con.execute(
+        f"SELECT count(DISTINCT run) FROM {src} WHERE kind = "
+        f"'{'access' if used else 'read'}'").fetchone()[0]
+    return int(counted)
+
+
+def stability_report(con, n_runs, k, top=20):
+    """JSON-ready: how much of the page set is the same from run to run,
+    and which files vary most."""
+    histogram = con.execute(
+        "SELECT runs, count(*) FROM pages GROUP BY runs ORDER BY runs"
+    ).fetchall()
+    total = sum(n for _, n in histogram)
+    in_all = sum(n for r, n in histogram if r == n_runs)
+    consensus = sum(n for r, n in histogram if r >= k)
+    # Weighted by appearances: of the pages an average run reads, the
+    # share that is in the consensus.
+    appearances = sum(r * n for r, n in histogram)
+    kept = sum(r * n for r, n in histogram if r >= k)
+    files = con.execute(f"""
+        SELECT path, count(*) AS pages,
+               count(*) FILTER (WHERE runs = {n_runs}) AS in_all_runs,
+               count(*) FILTER (WHERE runs >= {k}) AS consensus,
+               count(*) FILTER (WHERE runs < {n_runs}) AS varying
+        FROM pages GROUP BY path
+        ORDER BY varying DESC, pages DESC, path LIMIT {int(top)}""").fetchall()
+    return {
+        "runs": n_runs, "min_runs": k,
+        "pages": total, "pages_in_all_runs": in_all,
+        "consensus_pages": consensus,
+        "share_in_all_runs": in_all / total if total else 0.0,
+        "mean_run_share_in_consensus": kept / appearances
+        if appearances else 0.0,
+        "pages_by_runs": [{"runs": int(r), "pages": int(n)}
+                          for r, n in histogram],
+        "files_that_vary": [
+            {"path": _text(path), "pages": int(p), "in_all_runs": int(a),
+             "consensus": int(c), "varying": int(v)}
+            for path, p, a, c, v in files if v],
+    }
+
+
+def _text(path):
+    return bytes(path).decode("utf-8", "surrogateescape")
+
+
+def write_trace(con, out, n_runs, k, page_size, command):
+    """The consensus as a version 1 trace that `replay --prefetch` reads:
+    pages in order of median rank, each with its median relative time as
+    timestamp and the extra columns `runs stability rank`. Streams the rows
+    from DuckDB in batches. Returns the number of pages written."""
+    out.write("# pagetrace-format: 1\n")
+    out.write(f"# page-size: {page_size}\n# clock: realtime-us\n")
+    out.write("# columns: timestamp_us path offset runs stability rank\n")
+    out.write(f"# command: {escape(command)}\n")
+    out.write(f"# consensus: pages in at least {k} of {n_runs} runs\n")
+    cursor = con.execute(f"""
+        SELECT CAST(round(rel_us) AS UBIGINT), path, "offset", runs, rank
+        FROM pages WHERE runs >= {k}
+        ORDER BY rank, rel_us, path, "offset" """)
+    pages, files, last_us = 0, set(), 0
+    while True:
+        rows = cursor.fetchmany(100_000)
+        if not rows:
+            break
+        lines = []
+        for ts_us, path, offset, runs, rank in rows:
+            name = escape(bytes(path))
+            files.add(name)
+            lines.append(f"{ts_us} {name} {offset} {runs} "
+                         f"{runs / n_runs:.3f} {rank:g}\n")
+            last_us = max(last_us, ts_us)
+        out.write("".join(lines))
+        pages += len(rows)
+    out.write(f"# end: pages={pages} bytes={pages * page_size} "
+              f"files={len(files)} duration_us={last_us} lost=0\n")
+    return pages
+
+
+def report_text(report):
+    """The stability report in words and one table."""
+    lines = [
+        f"runs: {report['runs']}; consensus: pages in at least "
+        f"{report['min_runs']} runs",
+        f"pages in any run: {report['pages']:,}; in all runs: "
+        f"{report['pages_in_all_runs']:,} "
+        f"({100 * report['share_in_all_runs']:.1f}%); in the consensus: "
+        f"{report['consensus_pages']:,}",
+        f"of the pages a run reads, {100 * report['mean_run_share_in_consensus']:.1f}%"
+        " are in the consensus (mean over runs, by pages)",
+        "pages by number of runs: " + ", ".join(
+            f"{h['runs']}: {h['pages']:,}" for h in report["pages_by_runs"]),
+    ]
+    if report["files_that_vary"]:
+        lines.append("files that vary (pages not in every run):")
+        lines += [f"  {f['varying']:>8,} of {f['pages']:>8,}  "
+                  f"{escape(f['path'])}" for f in report["files_that_vary"]]
+    return "\n".join(lines) + "\n"
+
+
+def default_work_dir():
+    return os.environ.get("TMPDIR", "/tmp")
+
+
+# --- command line (pagetrace merge --min-runs/--min-fraction/--used) --------
+
+def wants_consensus(args):
+    """merge runs out of core when asked for a consensus, or when an input
+    is a Parquet dataset; plain `merge a.log b.log` keeps its union."""
+    return (args.min_runs is not None or args.min_fraction is not None
+            or args.used or any(os.path.isdir(t) or t.endswith(".parquet")
+                                for t in args.traces))
+
+
+def cmd_merge(args, report):
+    """pagetrace merge, consensus form. Returns the exit status."""
+    import json
+    import sys
+    import tempfile
+
+    from . import dataset
+    with tempfile.TemporaryDirectory(prefix="pagetrace-merge-",
+                                     dir=args.work_dir) as work:
+        runs = dataset.Runs(args.traces, work, report)
+        if not runs.parts:
+            report("merge: no usable run")
+            return 1
+        con = dataset.connect(work, args.memory_limit)
+        n_runs = build(con, runs, used=args.used)
+        if n_runs == 0:
+            what = "access" if args.used else "read"
+            report(f"merge: no run has a {what} record"
+                   + ("; record them with trace --used" if args.used else ""))
+            return 1
+        try:
+            k = required_runs(n_runs, args.min_runs, args.min_fraction)
+        except ValueError as err:
+            report(f"merge: {err}")
+            return 2
+        out = open(args.output, "w", encoding="utf-8",
+                   errors="surrogateescape") if args.output else sys.stdout
+        try:
+            write_trace(con, out, n_runs, k, runs.page_size,
+                        "pagetrace merge " + " ".join(args.traces))
+        finally:
+            if out is not sys.stdout:
+                out.close()
+        summary = stability_report(con, n_runs, k)
+        con.close()
+    if args.stability:
+        with open(args.stability, "w", encoding="utf-8") as out:
+            json.dump(summary, out, indent=1)
+            out.write("\n")
+    sys.stderr.write(report_text(summary))
+    return 0

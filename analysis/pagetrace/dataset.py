@@ -1,0 +1,852 @@
+"""Traces as a Parquet dataset, converted in bounded memory (issue 12).
+
+`convert` turns text traces (any size, `.xz`/`.gz` too) into one Parquet
+dataset, a directory with one hive-style partition per run:
+
+    DIR/run=RUN/part-0.parquet
+
+so that a directory of runs is one table for DuckDB (`read_parquet(
+'DIR/*/*.parquet', hive_partitioning = true)`) or Spark
+(`spark.read.parquet('DIR')`). The schema, documented in docs/scale.md:
+
+    line          uint64   1-based line of the record in its trace
+    timestamp_us  uint64
+    path          binary   the file name's bytes, unescaped
+    offset        uint64
+    kind          string   read / access / map (`read` in a version 1 trace)
+    page_size     uint32   the trace's page-size, on every row
+    <extras>      binary   the trace's extra columns (trace -x), unescaped
+    run           string   from the directory name (partition key)
+
+Records are checked exactly as the reader contract says
+(docs/trace-format.md, "Readers"): a fast path takes the blocks made only of
+well-formed records (arrow's CSV parser and vectorised checks), and every
+line it does not accept goes, one at a time, to the reference line checker
+of the core reader, which gives the verdict and the reason. Memory holds one
+block (BLOCK_BYTES of text) at a time, whatever the size of the trace.
+"""
+import concurrent.futures
+import gzip
+import lzma
+import os
+import shutil
+import warnings
+
+from . import tracefile
+from .escape import EscapeError, unescape_bytes
+
+# Text read per step. Peak memory is a small multiple of it (the block, its
+# arrow columns, the Parquet writer's page buffers).
+BLOCK_BYTES = 8 << 20
+PART_NAME = "part-0.parquet"
+RECORD_KINDS = ("read", "access", "map")
+# Decimal strings of at most 19 digits always fit in 64 bits; longer ones go
+# to the reference checker, which knows the exact limit.
+_SAFE_UNSIGNED = r"^[0-9]{1,19}$"
+# Reported one by one per trace; the rest are counted.
+WARN_LINES = 20
+
+
+class DatasetError(ValueError):
+    """A trace or a dataset that cannot be used at all; the message names
+    the file."""
+
+
+def _numpy():
+    import numpy
+    return numpy
+
+
+def _pa():
+    import pyarrow
+    import pyarrow.compute
+    import pyarrow.csv
+    import pyarrow.parquet
+    return pyarrow
+
+
+# --- the core reader's rules ------------------------------------------------
+
+def _extra_names(header):
+    """Parquet names of the extra columns: as declared, except that a name
+    already taken becomes fieldN (N its 1-based field number)."""
+    taken = {"line", "timestamp_us", "path", "offset", "kind", "page_size",
+             "run"}
+    names = []
+    for index, name in enumerate(header.extra_names):
+        bad = name in taken or name in names or not name
+        names.append(f"field{index + header.first_extra + 1}" if bad
+                     else name)
+    return names
+
+
+def reference_rows(block, first_line, header, flag, trailer):
+    """The core reader's verdict on every line of a block: yields (line,
+    (timestamp_us, path bytes, offset, kind, [extra bytes])) for each valid
+    record, calls flag(line, reason) for each malformed one and
+    trailer(values) for each `# end:` line."""
+    if b"\n#" in block or block.startswith(b"#"):
+        _trailers(block, header, trailer)
+    for line_no, fields, crlf in tracefile.record_lines(block, 0,
+                                                        first_line):
+        try:
+            ts_us, path, offset, kind, extras = tracefile.check_record(
+                fields, header, crlf)
+        except tracefile.MalformedRecord as err:
+            flag(line_no, str(err))
+            continue
+        yield line_no, (ts_us, path.encode("utf-8", "surrogateescape"),
+                        offset, kind,
+                        [e.encode("utf-8", "surrogateescape")
+                         for e in extras])
+
+
+def _trailers(block, header, trailer):
+    """Call trailer(values) for each `# end:` line of the block, in order."""
+    start = 0 if block.startswith(b"#") else block.find(b"\n#") + 1
+    while start > 0 or block.startswith(b"#") and start == 0:
+        end = block.find(b"\n", start)
+        end = len(block) if end == -1 else end
+        pair = tracefile.split_comment(block[start:end])
+        if pair and pair[0] == "end":
+            trailer(tracefile.parse_trailer(pair[1], header.trailer_keys))
+        start = block.find(b"\n#", end) + 1
+        if start == 0:
+            return
+
+
+# --- blocks of text --------------------------------------------------------
+
+def _open(path):
+    opener = {".xz": lzma.open, ".gz": gzip.open}.get(
+        os.path.splitext(str(path))[1], open)
+    return opener(path, "rb")
+
+
+def _blocks(stream, size=BLOCK_BYTES):
+    """Yield (bytes, first line number) blocks of whole lines."""
+    carry, line = b"", 1
+    while True:
+        data = stream.read(size)
+        if not data:
+            break
+        data = carry + data if carry else data
+        cut = data.rfind(b"\n") + 1
+        if cut == 0:
+            carry = data
+            continue
+        block, carry = data[:cut], data[cut:]
+        yield block, line
+        line += block.count(b"\n")
+    if carry:
+        yield carry, line
+
+
+def _needs_reference(block):
+    """True when the block has a byte the fast path leaves to the reference
+    checker: tabs (a second separator) and carriage returns. Everything else
+    that is not a plain record (comments, blank lines, runs of spaces,
+    leading or trailing blanks) shows up in the parsed columns as a wrong
+    number of fields, an empty field or a timestamp that is no number, and
+    those lines go to the reference checker one by one."""
+    return b"\t" in block or b"\r" in block
+
+
+class _Converter:
+    """One trace into one Parquet file."""
+
+    def __init__(self, header, out_path, run):
+        pa = _pa()
+        self.pa = pa
+        self.header = header
+        self.run = run
+        self.n_fields = len(header.columns)
+        self.extra_names = _extra_names(header)
+        fields = [("line", pa.uint64()), ("timestamp_us", pa.uint64()),
+                  ("path", pa.binary()), ("offset", pa.uint64()),
+                  ("kind", pa.string()), ("page_size", pa.uint32())]
+        fields += [(name, pa.binary()) for name in self.extra_names]
+        self.schema = pa.schema(fields, metadata={
+            b"pagetrace-format": str(header.version).encode(),
+            b"page-size": str(header.page_size).encode(),
+            b"source": os.fsencode(header.source)})
+        self.writer = pa.parquet.ParquetWriter(
+            out_path, self.schema, compression="snappy",
+            use_dictionary=["path", "kind"]
+            + self.extra_names)
+        self._pool = concurrent.futures.ThreadPoolExecutor(1)
+        self._pending = None
+        self.records = 0
+        self.malformed = []      # (line, reason), the first WARN_LINES
+        self.n_malformed = 0
+        self.malformed_lines = []  # every one, for summary --json
+        self.surplus = 0         # records with more fields than declared
+        self.trailer = None
+
+    # The fast path --------------------------------------------------------
+    def _fast(self, block, first_line):
+        """(table of the block's well-formed records, line numbers of the
+        other lines), or None when the block does not parse as columns at
+        all (then every line goes to the reference checker)."""
+        pa, pc = self.pa, self.pa.compute
+        n = self.n_fields
+        if n < 3 or (self.header.version >= 2 and n < 4):
+            return None
+        names = [f"f{i}" for i in range(n)]
+        try:
+            table = pa.csv.read_csv(
+                pa.py_buffer(block),
+                read_options=pa.csv.ReadOptions(column_names=names,
+                                                block_size=4 << 20),
+                parse_options=pa.csv.ParseOptions(
+                    delimiter=" ", quote_char=False, escape_char=False,
+                    ignore_empty_lines=False),
+                convert_options=pa.csv.ConvertOptions(
+                    column_types={c: pa.binary() for c in names},
+                    null_values=[], strings_can_be_null=False))
+        except (pa.ArrowInvalid, pa.ArrowException):
+            return None
+        rows = table.num_rows
+        v2 = self.header.version >= 2
+        bad = []
+        ts, bad_ts = self._unsigned(table["f0"])
+        offset, bad_offset = self._unsigned(table["f2"])
+        bad += [bad_ts, bad_offset]
+        bad.append(pc.not_equal(pc.bit_wise_and(offset, pa.scalar(
+            self.header.page_size - 1, pa.uint64())), 0))
+        path, bad_path = self._unescaped(table["f1"])
+        bad += [bad_path, pc.equal(pc.binary_length(table["f1"]), 0)]
+        if v2:
+            kind = table["f3"].cast(pa.string(), safe=False)
+            bad.append(pc.invert(pc.is_in(kind, value_set=pa.array(
+                list(self.header.kinds), pa.string()))))
+        else:
+            kind = pa.nulls(rows, pa.string()).fill_null("read")
+        extras = []
+        for i in range(4 if v2 else 3, n):
+            column, bad_extra = self._unescaped(table[f"f{i}"])
+            extras.append(column)
+            bad += [bad_extra, pc.equal(pc.binary_length(table[f"f{i}"]), 0)]
+        bad = [b for b in bad if b is not None]
+        any_bad = bad[0]
+        for other in bad[1:]:
+            any_bad = pc.or_(any_bad, other)
+        line = pa.array(_numpy().arange(first_line, first_line + rows,
+                                        dtype="uint64"))
+        result = pa.table([line, ts, path, offset, kind,
+                           pa.array(_numpy().full(rows, self.header.page_size,
+                                              dtype="uint32"))] + extras,
+                          schema=self.schema)
+        if not pc.any(any_bad).as_py():
+            return result, []
+        bad_lines = pc.filter(line, any_bad).to_pylist()
+        return result.filter(pc.invert(any_bad)), bad_lines
+
+    def _unsigned(self, column):
+        """The column as uint64 (0 where it is not a plain decimal number),
+        and which rows were not (None: all were)."""
+        pa, pc = self.pa, self.pa.compute
+        try:
+            values = column.cast(pa.uint64())
+        except pa.ArrowInvalid:
+            values = None
+        # arrow also parses 0x/0X hexadecimal, which the format does not
+        # allow.
+        if values is not None and not pc.any(pc.or_(
+                pc.starts_with(column, "0x"),
+                pc.starts_with(column, "0X"))).as_py():
+            return values, None
+        bad = pc.invert(pc.match_substring_regex(column, _SAFE_UNSIGNED))
+        return pc.if_else(bad, pa.scalar(b"0"), column).cast(
+            pa.uint64()), bad
+
+    def _unescaped(self, column):
+        """The column with `\\ooo` escapes turned into bytes (each distinct
+        escaped value once), and which rows had a bad escape (None: none)."""
+        pa, pc = self.pa, self.pa.compute
+        if not pc.any(pc.match_substring(column, "\\")).as_py():
+            return column, None
+        encoded = pc.dictionary_encode(column).combine_chunks()
+        values = encoded.dictionary.to_pylist()
+        fixed, broken = [], []
+        for index, value in enumerate(values):
+            try:
+                fixed.append(unescape_bytes(value))
+            except EscapeError:
+                fixed.append(value)
+                broken.append(index)
+        new = pa.DictionaryArray.from_arrays(
+            encoded.indices, pa.array(fixed, pa.binary()))
+        bad = pc.is_in(encoded.indices, value_set=pa.array(broken,
+                                                           pa.int32()))
+        return new.cast(pa.binary()), bad
+
+    # The reference path ---------------------------------------------------
+    def _reference(self, block, first_line):
+        return self._table(list(reference_rows(
+            block, first_line, self.header, self._flag, self._set_trailer)))
+
+    def _set_trailer(self, values):
+        self.trailer = values
+
+    def _table(self, rows):
+        pa = self.pa
+        n_extra = len(self.extra_names)
+        extras = [[] for _ in range(n_extra)]
+        for _, record in rows:
+            values = record[4]
+            if len(values) > n_extra:
+                self.surplus += 1
+            for i in range(n_extra):
+                extras[i].append(values[i] if i < len(values) else None)
+        columns = [
+            pa.array([r[0] for r in rows], pa.uint64()),
+            pa.array([r[1][0] for r in rows], pa.uint64()),
+            pa.array([r[1][1] for r in rows], pa.binary()),
+            pa.array([r[1][2] for r in rows], pa.uint64()),
+            pa.array([r[1][3] for r in rows], pa.string()),
+            pa.array([self.header.page_size] * len(rows), pa.uint32())]
+        columns += [pa.array(values, pa.binary()) for values in extras]
+        return pa.table(columns, schema=self.schema)
+
+    def _flag(self, line_no, reason):
+        self.n_malformed += 1
+        self.malformed_lines.append(line_no)
+        if len(self.malformed) < WARN_LINES:
+            self.malformed.append((line_no, reason))
+
+    # One block --------------------------------------------------------------
+    def add_block(self, block, first_line, last):
+        if b"\0" in block:
+            raise tracefile.TraceError(self.header.source,
+                                       "binary data (NUL byte), not a trace")
+        if last:
+            block, tail = _split_tail(block)
+        result = None
+        if block and not _needs_reference(block):
+            result = self._fast(block, first_line)
+        if result is None:
+            table = self._reference(block, first_line)
+        else:
+            table, bad_lines = result
+            if bad_lines:
+                table = self._merge_reference(table, block, first_line,
+                                              bad_lines)
+        if table.num_rows:
+            self._write(table)
+            self.records += table.num_rows
+        if last and tail:
+            _trailers(tail, self.header, self._set_trailer)
+
+    def _merge_reference(self, table, block, first_line, bad_lines):
+        lines = block.split(b"\n")
+        rows = []
+        for line_no in bad_lines:
+            rows += reference_rows(lines[line_no - first_line], line_no,
+                                   self.header, self._flag,
+                                   self._set_trailer)
+        if not rows:
+            return table
+        return self.pa.concat_tables([table, self._table(rows)]).sort_by(
+            "line")
+
+    def _write(self, table):
+        """Write in a second thread (arrow releases the GIL), so that the
+        next block is parsed while this one is compressed; at most one
+        block waits."""
+        if self._pending is not None:
+            self._pending.result()
+        self._pending = self._pool.submit(self.writer.write_table, table)
+
+    def close(self):
+        if self._pending is not None:
+            self._pending.result()
+            self._pending = None
+        self._pool.shutdown()
+        self.writer.close()
+
+
+def _split_tail(block):
+    """(records, trailing comment and empty lines) of the trace's last
+    block, so that the trailer does not send the block to the reference
+    checker."""
+    end = len(block)
+    while end > 0:
+        line_end = end - 1 if block[end - 1:end] == b"\n" else end
+        start = block.rfind(b"\n", 0, line_end) + 1
+        raw = block[start:line_end]
+        if not raw.startswith(b"#") and not tracefile.is_blank(raw):
+            break
+        end = start
+    return block[:end], block[end:]
+
+
+def run_name(path):
+    """Default run id of a trace: its file name without extensions."""
+    return os.path.basename(str(path)).split(".")[0] or "run"
+
+
+class ConvertResult:
+    def __init__(self, source, run, path, records, header, malformed,
+                 n_malformed, trailer, surplus, malformed_lines=()):
+        self.source, self.run, self.path = source, run, path
+        self.records, self.header = records, header
+        self.malformed, self.n_malformed = malformed, n_malformed
+        self.trailer, self.surplus = trailer, surplus
+        self.malformed_lines = list(malformed_lines)
+
+    def messages(self, surplus=True):
+        """Warnings in the core reader's form: FILE:LINE: reason; with
+        `surplus`, also say that fields beyond the declared columns were
+        not kept (which matters only for a dataset that is kept)."""
+        out = [f"{self.source}:{line}: {reason}"
+               for line, reason in self.malformed]
+        if self.n_malformed > len(self.malformed):
+            out.append(f"{self.source}: {self.n_malformed - len(self.malformed)}"
+                       " more malformed lines")
+        lost = (self.trailer or {}).get("lost", 0)
+        if lost:
+            out.append(f"{self.source}: the tracer lost {lost} events; "
+                       "the trace is incomplete")
+        if surplus and self.surplus:
+            out.append(f"{self.source}: {self.surplus} records have more "
+                       "fields than the columns header declares; Parquet "
+                       "keeps the declared ones")
+        return out
+
+
+def convert_trace(source, out_dir, run=None, strict=False,
+                  block_bytes=BLOCK_BYTES):
+    """Convert one text trace into DIR/run=RUN/part-0.parquet.
+
+    Returns a ConvertResult. Raises tracefile.TraceError (naming the file)
+    for a trace the reader contract refuses; nothing is left behind then.
+    With `strict`, the first malformed record raises MalformedTraceError.
+    """
+    source = os.fsdecode(source)
+    run = run or run_name(source)
+    if "/" in run or run in ("", ".", ".."):
+        raise DatasetError(f"{source}: bad run id '{run}'")
+    final_dir = os.path.join(out_dir, f"run={run}")
+    tmp_dir = os.path.join(out_dir, f".run={run}.tmp")
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+    os.makedirs(tmp_dir)
+    converter = None
+    try:
+        with _open(source) as stream:
+            blocks = _blocks(stream, block_bytes)
+            head, header = _read_head(blocks, source)
+            converter = _Converter(header, os.path.join(tmp_dir, PART_NAME),
+                                   run)
+            _trailers(head[:header.body_start], header,
+                      converter._set_trailer)
+            pending = (head[header.body_start:], header.body_line)
+            for block in blocks:
+                converter.add_block(*pending, last=False)
+                _raise_strict(converter, source, strict)
+                pending = block
+            converter.add_block(*pending, last=True)
+            _raise_strict(converter, source, strict)
+        converter.close()
+        shutil.rmtree(final_dir, ignore_errors=True)
+        os.rename(tmp_dir, final_dir)
+    except (lzma.LZMAError, EOFError) as err:
+        _discard(converter, tmp_dir)
+        raise tracefile.TraceError(source, f"cannot decompress: {err}") \
+            from None
+    except OSError as err:
+        _discard(converter, tmp_dir)
+        raise tracefile.TraceError(source, err.strerror or str(err)) \
+            from None
+    except BaseException:
+        _discard(converter, tmp_dir)
+        raise
+    return ConvertResult(source, run, os.path.join(final_dir, PART_NAME),
+                         converter.records, header, converter.malformed,
+                         converter.n_malformed, converter.trailer,
+                         converter.surplus,
+                         sorted(converter.malformed_lines))
+
+
+def _read_head(blocks, source):
+    """(first bytes, header): blocks are joined until the header block is
+    complete (a record line follows it, or the file ends), so that a key
+    in a later block is not missed."""
+    head, _ = next(blocks, (b"", 1))
+    while True:
+        try:
+            header = tracefile.read_header(head, source)
+        except tracefile.TraceError:
+            header = None
+        if header is not None and header.body_start < len(head):
+            return head, header
+        more = next(blocks, None)
+        if more is None:
+            # The whole file is header: read it again for its verdict.
+            return head, tracefile.read_header(head, source)
+        head += more[0]
+
+
+def _discard(converter, tmp_dir):
+    if converter is not None:
+        try:
+            converter.close()
+        except Exception:  # noqa: BLE001 (already failing)
+            pass
+    shutil.rmtree(tmp_dir, ignore_errors=True)
+
+
+def _raise_strict(converter, source, strict):
+    if strict and converter.malformed:
+        raise tracefile.MalformedTraceError(source, *converter.malformed[0])
+
+
+def convert(sources, out_dir, runs=None, strict=False, report=None,
+            kept=True):
+    """Convert several traces into one dataset; a trace that fails is
+    reported through `report(message)` and the others go on. Returns the
+    list of ConvertResults of the traces converted."""
+    report = report or (lambda message: warnings.warn(message))
+    os.makedirs(out_dir, exist_ok=True)
+    results, seen = [], set()
+    for index, source in enumerate(sources):
+        run = runs[index] if runs else run_name(source)
+        if run in seen:
+            report(f"{source}: run id {run!r} already taken by another "
+                   "trace of this conversion; name the runs apart")
+            continue
+        seen.add(run)
+        try:
+            result = convert_trace(source, out_dir, run, strict=strict)
+        except (tracefile.TraceError, DatasetError) as err:
+            report(str(err))
+            continue
+        for message in result.messages(surplus=kept):
+            report(message)
+        results.append(result)
+    return results
+
+
+# --- reading a dataset back, out of core -----------------------------------
+
+# DuckDB's own memory cap: it spills sorts, joins and aggregates to
+# temp_directory past it. Peak RSS is about this plus the interpreter.
+DEFAULT_MEMORY_LIMIT = "512MB"
+
+
+class Runs:
+    """Parquet part files of a set of runs, checked: every input is a text
+    trace (converted into `work_dir` first), a part file, or a dataset
+    directory (DIR/run=RUN/*.parquet, or a run directory itself). A file
+    that cannot be used is reported and left out; `parts` are the others,
+    `page_size` theirs."""
+
+    def __init__(self, inputs, work_dir, report, strict=False):
+        self.report = report
+        self.parts = []            # (run, part file, source)
+        self.results = []          # ConvertResults of converted text traces
+        texts = []
+        for source in inputs:
+            source = os.fsdecode(source)
+            if os.path.isdir(source):
+                self._add_directory(source)
+            elif source.endswith(".parquet"):
+                self._add_part(_run_of_part(source), source, source)
+            else:
+                texts.append(source)
+        if texts:
+            taken = {run for run, _, _ in self.parts}
+            names = _unique_runs(texts, taken)
+            self.results = convert(texts, work_dir, runs=names,
+                                   strict=strict, report=report, kept=False)
+            for result in self.results:
+                self.parts.append((result.run, result.path, result.source))
+        self.page_size = self._check_page_sizes()
+
+    def _add_directory(self, directory):
+        found = []
+        for root, dirs, files in os.walk(directory):
+            dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+            found += [os.path.join(root, f) for f in sorted(files)
+                      if f.endswith(".parquet")]
+        if not found:
+            self.report(f"{directory}: no Parquet files (give a directory "
+                        "written by pagetrace convert)")
+        for path in found:
+            self._add_part(_run_of_part(path), path, path)
+
+    def _add_part(self, run, path, source):
+        pq = _pa().parquet
+        try:
+            names = pq.ParquetFile(path).schema_arrow.names
+        except Exception as err:  # noqa: BLE001 (arrow raises many kinds)
+            self.report(f"{path}: not a readable Parquet file (truncated or "
+                        f"corrupt): {_first_line(err)}")
+            return
+        missing = [c for c in ("line", "timestamp_us", "path", "offset",
+                               "kind", "page_size") if c not in names]
+        if missing:
+            self.report(f"{path}: not a pagetrace dataset file (no column "
+                        f"{', '.join(missing)})")
+            return
+        self.parts.append((run, path, source))
+
+    def _check_page_sizes(self):
+        """The page size of the first run; runs with another one are
+        reported and left out."""
+        pq = _pa().parquet
+        kept, page_size = [], None
+        for run, path, source in self.parts:
+            meta = pq.ParquetFile(path).schema_arrow.metadata or {}
+            size = int(meta.get(b"page-size", b"0") or 0)
+            if page_size is None:
+                page_size = size
+            if size != page_size:
+                self.report(f"{source}: page-size {size} differs from "
+                            f"{page_size} of the runs before it; run "
+                            f"'{run}' left out")
+                continue
+            kept.append((run, path, source))
+        self.parts = kept
+        return page_size or tracefile.DEFAULT_PAGE_SIZE
+
+    @property
+    def runs(self):
+        return sorted({run for run, _, _ in self.parts})
+
+    def relation_sql(self):
+        """A FROM item over every part, with `run` from the partition."""
+        if not self.parts:
+            raise DatasetError("no usable run")
+        files = ", ".join(_sql_string(path) for _, path, _ in self.parts)
+        return (f"read_parquet([{files}], hive_partitioning = true, "
+                "union_by_name = true)")
+
+
+def _first_line(err):
+    return str(err).strip().splitlines()[0] if str(err).strip() else \
+        type(err).__name__
+
+
+def _run_of_part(path):
+    """The run of a part file: its run=RUN directory, else its name."""
+    parent = os.path.basename(os.path.dirname(os.path.abspath(path)))
+    if parent.startswith("run="):
+        return parent[len("run="):]
+    return run_name(path)
+
+
+def _unique_runs(sources, taken):
+    """Run ids for text traces: their names, made distinct (NAME-2, ...)."""
+    names = []
+    for source in sources:
+        base = name = run_name(source)
+        number = 2
+        while name in taken:
+            name, number = f"{base}-{number}", number + 1
+        taken.add(name)
+        names.append(name)
+    return names
+
+
+def _sql_string(text):
+    return "'" + text.replace("'", "''") + "'"
+
+
+def connect(work_dir, memory_limit=DEFAULT_MEMORY_LIMIT, threads=None):
+    """A DuckDB connection that spills to work_dir past memory_limit."""
+    import duckdb
+    con = duckdb.connect(config={
+        "memory_limit": memory_limit,
+        "temp_directory": os.path.join(work_dir, "duckdb-spill"),
+        "preserve_insertion_order": False,
+        **({"threads": threads} if threads else {})})
+    con.execute("SET enable_progress_bar = false")
+    return con
+
+
+# --- summary, out of core ----------------------------------------------------
+
+# Distinct pages come from a GROUP BY, not count(DISTINCT ...): DuckDB
+# spills grouped aggregates to disk, not distinct ones.
+PER_FILE_SQL = """
+    WITH per_page AS (
+        SELECT path, count(*) AS reads, min(timestamp_us) AS first_us,
+               max(timestamp_us) AS last_us, min(line) AS first_line
+        FROM {src} WHERE kind = 'read' GROUP BY path, "offset")
+    SELECT path, sum(reads) AS pages, count(*) AS unique_pages,
+           min(first_us) AS first_us, max(last_us) AS last_us,
+           min(first_line) AS first_line
+    FROM per_page GROUP BY path
+    ORDER BY first_us, first_line
+"""
+
+
+def summary(con, runs, max_request_bytes=1 << 20):
+    """What `pagetrace summary --json` says of one trace, computed in
+    DuckDB and one streaming pass (requests and seeks follow trace order):
+    {"totals", "files", "requests", "seeks"}. The same numbers as
+    pagetrace.metrics on the in-memory frame."""
+    if len(runs.parts) != 1:
+        raise DatasetError("summary takes one run; "
+                           f"{len(runs.parts)} given")
+    src = runs.relation_sql()
+    page_size = runs.page_size
+    files = []
+    rows = con.execute(PER_FILE_SQL.format(src=src)).fetchall()
+    for path, pages, unique, first_us, last_us, _ in rows:
+        files.append({"path": bytes(path).decode("utf-8", "surrogateescape"),
+                      "pages": int(pages), "unique_pages": int(unique),
+                      "bytes": int(pages) * page_size,
+                      "first_us": int(first_us), "last_us": int(last_us),
+                      "span_us": int(last_us - first_us)})
+    pages = sum(f["pages"] for f in files)
+    unique = sum(f["unique_pages"] for f in files)
+    first = min((f["first_us"] for f in files), default=0)
+    last = max((f["last_us"] for f in files), default=0)
+    duration = int(last - first) if pages else 0
+    totals = {"pages": int(pages), "unique_pages": int(unique),
+              "bytes": int(pages) * page_size, "files": len(files),
+              "duration_us": duration,
+              "throughput_bytes_per_s": (pages * page_size / (duration / 1e6)
+                                         if duration else None)}
+    requests, seeks = request_counts(runs.parts[0][1], page_size,
+                                     max_request_bytes)
+    return {"totals": totals, "files": files, "requests": requests,
+            "seeks": seeks}
+
+
+def request_counts(part, page_size, max_request_bytes=1 << 20):
+    """(requests, seeks) of the read records of one part file, in trace
+    order, grouped as replay groups them (pagetrace.metrics.group_requests:
+    adjacent pages of one file, at most max_request_bytes each; a request
+    is a seek when it does not start where the previous one ended). One
+    pass over the file, one row group at a time."""
+    pa = _pa()
+    pc = pa.compute
+    np = _numpy()
+    max_pages = max(1, max_request_bytes // page_size)
+    requests = seeks = 0
+    prev_path, prev_offset, run_length = None, None, 0
+    # Paths stay dictionary-encoded: one row group at a time, compared by
+    # their codes in one dictionary.
+    parquet = pa.parquet.ParquetFile(part, read_dictionary=["path"],
+                                     pre_buffer=False)
+    for group in range(parquet.num_row_groups):
+        table = parquet.read_row_group(group, columns=["path", "offset",
+                                                       "kind"])
+        is_read = pc.equal(table.column("kind"), "read")
+        table = table.filter(is_read).unify_dictionaries().combine_chunks()
+        n = table.num_rows
+        if n == 0:
+            continue
+        path = table.column("path").chunk(0)
+        codes = path.indices.to_numpy(zero_copy_only=False)
+        offset = table.column("offset").to_numpy().astype(np.uint64)
+        same_file = np.empty(n, dtype=bool)
+        same_file[0] = prev_path is not None and \
+            path.dictionary[codes[0]].as_py() == prev_path
+        same_file[1:] = codes[1:] == codes[:-1]
+        before = np.empty(n, dtype=np.uint64)
+        before[0] = prev_offset if prev_offset is not None else 0
+        before[1:] = offset[:-1]
+        adjacent = same_file & (offset == before + np.uint64(page_size))
+        new_run = ~adjacent
+        # Position of each page in its run of adjacent pages; the first
+        # rows continue the previous batch's run.
+        run_id = np.cumsum(new_run)
+        starts = np.flatnonzero(new_run)
+        position = np.arange(n) - np.concatenate(([0], starts))[run_id]
+        position[run_id == 0] += run_length
+        start = new_run | (position % max_pages == 0)
+        requests += int(start.sum())
+        # Every run start is a seek but the trace's very first request.
+        seeks += int(new_run.sum())
+        if prev_path is None:
+            seeks -= 1
+        run_length = int(position[-1]) + 1
+        prev_path = path.dictionary[codes[-1]].as_py()
+        prev_offset = int(offset[-1])
+    return requests, seeks
+
+
+# --- command line -------------------------------------------------------------
+
+# Text traces larger than this are summarised out of core by default; below
+# it the in-memory reader is as quick and prints the same.
+OUT_OF_CORE_TEXT_BYTES = 1 << 30
+
+
+def use_out_of_core(args, source):
+    """--engine, or auto: DuckDB for Parquet input and large text traces."""
+    engine = getattr(args, "engine", "auto")
+    if engine != "auto":
+        return engine == "duckdb"
+    if os.path.isdir(source) or source.endswith(".parquet"):
+        return True
+    try:
+        return os.path.getsize(source) > OUT_OF_CORE_TEXT_BYTES
+    except OSError:
+        return False
+
+
+def cmd_summary(args, report):
+    """pagetrace summary through DuckDB. Returns the exit status."""
+    import json
+    import sys
+    import tempfile
+
+    from .escape import escape
+    with tempfile.TemporaryDirectory(prefix="pagetrace-summary-",
+                                     dir=args.work_dir) as work:
+        runs = Runs([args.trace], work, report, strict=args.strict)
+        if not runs.parts:
+            return 1
+        con = connect(work, args.memory_limit)
+        result = summary(con, runs)
+        con.close()
+    converted = runs.results[0] if runs.results else None
+    if args.json:
+        json.dump({"trace": args.trace, "totals": result["totals"],
+                   "files": result["files"],
+                   "requests": result["requests"], "seeks": result["seeks"],
+                   "malformed_lines": converted.malformed_lines
+                   if converted else None,
+                   "trailer": converted.trailer if converted else None},
+                  sys.stdout, indent=1)
+        sys.stdout.write("\n")
+        return 0
+    import pandas
+
+    from .report import first_read_text, text_table
+    t0 = min((f["first_us"] for f in result["files"]), default=0)
+    if result["files"]:
+        # The report's own wording of the time zero, from a one-row frame.
+        when = first_read_text(pandas.DataFrame({"ts_us": [t0]}))
+        sys.stdout.write(f"times: ms since the first read, {when}\n\n")
+    rows = [[escape(f["path"]), f["pages"], f["bytes"],
+             (f["first_us"] - t0) / 1e3, (f["last_us"] - t0) / 1e3,
+             f["span_us"] / 1e3] for f in result["files"]]
+    sys.stdout.write(text_table(["path", "pages", "bytes", "first (ms)",
+                                 "last (ms)", "span (ms)"], rows))
+    totals = result["totals"]
+    rate = totals["throughput_bytes_per_s"]
+    sys.stdout.write(
+        f"\ntotal: {totals['pages']:,} pages, {totals['bytes']:,} bytes, "
+        f"{totals['files']} files in {totals['duration_us'] / 1e3:,.3f} ms"
+        f"{f' ({rate / 2**20:,.1f} MiB/s)' if rate else ''}; "
+        f"{result['requests']:,} requests, {result['seeks']:,} seeks\n")
+    return 0
+
+
+def cmd_convert(args, report):
+    """pagetrace convert TRACE... -o DIR. Returns the exit status."""
+    if args.run and len(args.run) != len(args.traces):
+        report("convert: give --run once per trace, or not at all")
+        return 2
+    results = convert(args.traces, args.output, runs=args.run,
+                      strict=args.strict, report=report)
+    if not args.quiet:
+        for result in results:
+            print(f"{result.path}: {result.records:,} records")
+    return 0 if len(results) == len(args.traces) else 1
