@@ -1,0 +1,428 @@
+"""Traces at scale (issue 12): the Parquet dataset, out-of-core summary and
+the consensus of many runs.
+
+Ground truth: the core reader (pagetrace.tracefile) for what a trace holds,
+the in-memory analysis (pagetrace.metrics, pagetrace.waste) for what a
+summary and the used pages are, and sets built by the test itself for the
+consensus. The memory test caps a child process with a memory cgroup and
+reads the cgroup's own high-water mark.
+"""
+import glob
+import json
+import os
+import random
+import subprocess
+import sys
+
+import pyarrow.parquet as pq
+import pytest
+
+from pagetrace import cli, consensus, dataset, tracefile, waste
+from pagetrace import trace as pandas_reader
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SAMPLES = os.path.join(TOP, "samples")
+CONFORMANCE = sorted(glob.glob(os.path.join(SAMPLES, "conformance", "*.log")))
+SAMPLE_TRACES = [os.path.join(SAMPLES, n) for n in (
+    "basic.log", "escaped.log", "malformed.log", "readpage-stp.log",
+    "used.log", "firefox-esr-startup.log.xz")]
+
+
+# --- the converter against the core reader ------------------------------------
+
+def _records_of_dataset(part, header):
+    names = dataset._extra_names(header)
+    rows = pq.read_table(part).to_pylist()
+
+    def text(value):
+        return None if value is None else value.decode("utf-8",
+                                                       "surrogateescape")
+    return [(r["line"], r["timestamp_us"], text(r["path"]), r["offset"],
+             r["kind"], [text(r.get(n)) for n in names]) for r in rows]
+
+
+def _records_of_core(trace, n_extra):
+    return [(r.line, r.ts_us, r.path, r.offset, r.kind,
+             (list(r.extras) + [None] * n_extra)[:n_extra])
+            for r in trace.records]
+
+
+def _assert_same_as_core(path, out_dir, block_bytes):
+    try:
+        expected = tracefile.read(path)
+    except tracefile.TraceError as refused:
+        with pytest.raises(tracefile.TraceError) as ours:
+            dataset.convert_trace(path, str(out_dir), "r",
+                                  block_bytes=block_bytes)
+        assert str(ours.value) == str(refused)
+        assert not os.listdir(out_dir), "a refused trace left files behind"
+        return
+    result = dataset.convert_trace(path, str(out_dir), "r",
+                                   block_bytes=block_bytes)
+    n_extra = len(dataset._extra_names(expected.header))
+    assert _records_of_dataset(result.path, expected.header) == \
+        _records_of_core(expected, n_extra)
+    assert result.malformed_lines == [line for line, _ in expected.malformed]
+    assert result.malformed == expected.malformed[:dataset.WARN_LINES]
+    assert result.trailer == expected.trailer
+    meta = pq.ParquetFile(result.path).schema_arrow.metadata
+    assert int(meta[b"page-size"]) == expected.header.page_size
+
+
+@pytest.mark.parametrize("block_bytes", [dataset.BLOCK_BYTES, 64, 7])
+@pytest.mark.parametrize("path", CONFORMANCE + SAMPLE_TRACES[:-1],
+                         ids=os.path.basename)
+def test_convert_agrees_with_core_reader(path, block_bytes, tmp_path):
+    """Same records, line numbers, malformed lines, reasons, trailer and
+    refusals as the core reader, whatever the block size (7 bytes puts a
+    block boundary inside nearly every line and header key)."""
+    _assert_same_as_core(path, tmp_path, block_bytes)
+
+
+def test_convert_agrees_on_a_compressed_start_up_trace(tmp_path):
+    _assert_same_as_core(SAMPLE_TRACES[-1], tmp_path, 1 << 16)
+
+
+def test_conformance_battery_is_there():
+    assert len(CONFORMANCE) >= 20
+
+
+def _mixed_trace(path, seed, version):
+    """Well-formed records with every kind of bad line mixed in."""
+    rng = random.Random(seed)
+    good = ["{ts} /usr/lib/a.so {off}", "{ts} /data/my\\040file {off}",
+            "{ts} //deleted/tmp/x {off}", "{ts} /é/ü {off}"]
+    bad = ["{ts} /x", "{ts}  /x {off}", "{ts}\t/x {off}", " {ts} /x {off}",
+           "{ts} /x {off} ", "0x10 /x {off}", "{ts} /x 4097",
+           "{ts} /x\\9 {off}", "{ts} /x {off}\r", "", "# comment",
+           "# end: pages=3 lost=0", "99999999999999999999 /x {off}",
+           "18446744073709551615 /x {off}", "00000000000000000000001 /x 0",
+           "²1 /x {off}", "-1 /x {off}", "{ts} /x -4096", "   "]
+    kinds = ["read", "read", "read", "access", "map"]
+    lines = ["# pagetrace-format: %d" % version, "# page-size: 4096"]
+    if version == 2:
+        lines += ["# columns: timestamp_us path offset kind comm",
+                  "# records: read access"]
+        bad += ["{ts} /x {off}", "{ts} /x {off} bogus c",
+                "{ts} /x {off} map c", "{ts} /x {off} read c\\1"]
+    for i in range(4000):
+        template = rng.choice(bad) if rng.random() < 0.05 else \
+            rng.choice(good)
+        line = template.format(ts=1000 + i, off=4096 * rng.randrange(64))
+        if version == 2 and template in good:
+            line += f" {rng.choice(kinds[:4])} app\\040{i % 3}"
+        lines.append(line)
+    lines.append("# end: pages=1 bytes=2 files=3 duration_us=4 lost=5")
+    with open(path, "w", encoding="utf-8") as out:
+        out.write("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("block_bytes", [dataset.BLOCK_BYTES, 4096, 333])
+def test_convert_agrees_on_a_mixed_trace(version, block_bytes, tmp_path):
+    path = str(tmp_path / "mixed.log")
+    _mixed_trace(path, seed=version, version=version)
+    out = tmp_path / "out"
+    out.mkdir()
+    _assert_same_as_core(path, out, block_bytes)
+
+
+def test_convert_cli_layout_and_refusal(tmp_path, capsys):
+    """One partition per run; a refused trace is named, the others go on,
+    and the exit status says that one failed."""
+    empty = tmp_path / "empty.log"
+    empty.write_bytes(b"")
+    code = cli.main(["convert", "-q", "-o", str(tmp_path / "ds"),
+                     os.path.join(SAMPLES, "basic.log"), str(empty),
+                     os.path.join(SAMPLES, "used.log")])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert f"pagetrace: {empty}: empty file\n" in err
+    assert sorted(os.listdir(tmp_path / "ds")) == ["run=basic", "run=used"]
+
+
+# --- summary: text and Parquet, in memory and out of core --------------------
+
+def _summary(argv, capsys):
+    assert cli.main(["summary", *argv]) == 0
+    captured = capsys.readouterr()
+    return captured.out, captured.err
+
+
+@pytest.mark.parametrize("path", SAMPLE_TRACES, ids=os.path.basename)
+def test_summary_same_in_memory_text_and_parquet(path, tmp_path, capsys):
+    """summary --json and the text table: the in-memory reader, DuckDB on
+    the text trace and DuckDB on its Parquet dataset say the same (Parquet
+    keeps no malformed lines or trailer: those keys are null there)."""
+    memory, memory_err = _summary(["--engine", "memory", "--json", path],
+                                  capsys)
+    text, text_err = _summary(["--engine", "duckdb", "--json", path], capsys)
+    assert text == memory
+    assert text_err == memory_err
+    assert cli.main(["convert", "-q", "-o", str(tmp_path / "ds"),
+                     "--run", "one", path]) == 0
+    capsys.readouterr()
+    run_dir = str(tmp_path / "ds" / "run=one")
+    parquet, _ = _summary(["--json", run_dir], capsys)   # auto: DuckDB
+    expected = json.loads(memory)
+    got = json.loads(parquet)
+    assert got.pop("malformed_lines") is None and got.pop("trailer") is None
+    assert got.pop("trace") == run_dir
+    for key in ("malformed_lines", "trailer", "trace"):
+        expected.pop(key)
+    assert got == expected
+    assert _summary(["--engine", "duckdb", path], capsys)[0] == \
+        _summary(["--engine", "memory", path], capsys)[0]
+
+
+def test_summary_requests_across_batches(tmp_path):
+    """Requests and seeks follow trace order across Parquet batches: a run
+    of adjacent pages that crosses a batch boundary is one request (split
+    only at max_request_bytes), as metrics.group_requests counts it."""
+    from pagetrace import metrics
+    from pagetrace.synth import write_synthetic_trace
+    path = str(tmp_path / "synth.log")
+    write_synthetic_trace(path, 1_500_000, n_files=40, seed=3)
+    runs = dataset.Runs([path], str(tmp_path), print)
+    con = dataset.connect(str(tmp_path))
+    ours = dataset.summary(con, runs)
+    frame = pandas_reader.read_trace(path)
+    seeks = metrics.trace_seek_report(frame)["original"]
+    assert (ours["requests"], ours["seeks"]) == (seeks["requests"],
+                                                 seeks["seeks"])
+    assert ours["totals"] == metrics.totals(frame)
+
+
+# --- consensus ----------------------------------------------------------------
+
+def _write_run(path, pages, version=1, accessed=()):
+    lines = [f"# pagetrace-format: {version}", "# page-size: 4096"]
+    if version == 2:
+        lines += ["# columns: timestamp_us path offset kind",
+                  "# records: read access map"]
+    for i, (name, offset) in enumerate(pages):
+        lines.append(f"{1000 + 10 * i} {name} {offset}"
+                     + (" read" if version == 2 else ""))
+    for i, (name, offset) in enumerate(accessed):
+        lines.append(f"{100000 + i} {name} {offset} access")
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def _core_and_noise(tmp_path, n_runs, seed=7):
+    """Runs that share a core (in the same order in every run) plus pages
+    of their own, interleaved at random."""
+    rng = random.Random(seed)
+    core = [(f"/lib/core{i % 5}.so", 4096 * (i // 5)) for i in range(120)]
+    paths = []
+    for run in range(n_runs):
+        noise = [(f"/var/run{run}/n{j % 4}", 4096 * j) for j in range(60)]
+        # Some pages shared by a few runs only: never by all.
+        noise += [("/shared/few", 4096 * j) for j in range(3 * run,
+                                                         3 * run + 10)]
+        pages = list(core)
+        for page in noise:
+            pages.insert(rng.randrange(len(pages) + 1), page)
+        paths.append(_write_run(tmp_path / f"run{run}.log", pages))
+    return core, paths
+
+
+def _shared(runs, k):
+    """The /shared/few pages of _core_and_noise in at least k of `runs`."""
+    return {("/shared/few", 4096 * j) for j in range(3 * max(runs) + 10)
+            if len([r for r in runs if 3 * r <= j < 3 * r + 10]) >= k}
+
+
+def _trace_pages(path):
+    trace = tracefile.read(path)
+    return [(r.path, r.offset) for r in trace.records]
+
+
+def test_consensus_is_exactly_the_core(tmp_path, capsys):
+    core, paths = _core_and_noise(tmp_path, 5)
+    out = tmp_path / "consensus.log"
+    assert cli.main(["merge", "--min-runs", "5", "-o", str(out),
+                     "--stability", str(tmp_path / "st.json"), *paths]) == 0
+    # In the core's order: each run has it in that order, so the median
+    # ranks keep it.
+    assert _trace_pages(str(out)) == core
+    report = json.loads((tmp_path / "st.json").read_text())
+    assert report["runs"] == 5 and report["consensus_pages"] == 120
+    assert report["pages_in_all_runs"] == 120
+    # 5 runs x 60 own pages + /shared/few pages 0..21.
+    assert report["pages"] == 120 + 5 * 60 + 22
+    varying = {f["path"] for f in report["files_that_vary"]}
+    assert "/shared/few" in varying and "/lib/core0.so" not in varying
+    err = capsys.readouterr().err
+    assert "in all runs: 120" in err
+
+
+def test_consensus_min_fraction_and_parquet_input(tmp_path, capsys):
+    core, paths = _core_and_noise(tmp_path, 5)
+    assert cli.main(["convert", "-q", "-o", str(tmp_path / "ds"),
+                     *paths]) == 0
+    out = tmp_path / "c.log"
+    # 0.5 of 5 runs: at least 3. /shared/few page j is in the runs r
+    # with 3r <= j < 3r + 10.
+    assert cli.main(["merge", "--min-fraction", "0.5", "-o", str(out),
+                     str(tmp_path / "ds")]) == 0
+    shared = _shared(range(5), 3)
+    assert shared
+    assert set(_trace_pages(str(out))) == set(core) | shared
+    # Every page line carries runs, stability and rank.
+    body = [l for l in out.read_text().splitlines() if not l.startswith("#")]
+    fields = body[0].split()
+    assert fields[3] == "5" and fields[4] == "1.000" and float(fields[5]) >= 0
+
+
+def test_consensus_trace_is_accepted_by_replay(tmp_path, capsys):
+    core, paths = _core_and_noise(tmp_path, 3)
+    out = tmp_path / "c.log"
+    assert cli.main(["merge", "--min-runs", "3", "-o", str(out),
+                     *paths]) == 0
+    replay = os.path.join(TOP, "replay", "replay")
+    if not os.access(replay, os.X_OK):
+        subprocess.run(["make", "-C", os.path.join(TOP, "replay")],
+                       check=True, capture_output=True)
+    plan = subprocess.run([replay, "--plan", str(out)], capture_output=True,
+                          text=True)
+    # The files do not exist, so replay plans nothing, but it must read the
+    # trace without a malformed line.
+    assert "malformed" not in plan.stderr and "bad header" not in plan.stderr
+    assert "unsupported" not in plan.stderr
+
+
+def test_used_consensus_uses_the_waste_definition(tmp_path, capsys):
+    """Used = read and accessed in the same run (pagetrace.waste): pages
+    only read, or accessed without a read, are not in it."""
+    rng = random.Random(3)
+    core = [("/lib/u.so", 4096 * i) for i in range(40)]
+    paths = []
+    for run in range(4):
+        only_read = [("/lib/r.so", 4096 * i) for i in range(30)]
+        cached = [("/lib/c.so", 4096 * i) for i in range(10)]
+        extra_used = [(f"/run{run}.dat", 4096 * i) for i in range(5)]
+        reads = core + only_read + extra_used
+        rng.shuffle(reads)
+        accessed = core + cached + extra_used
+        paths.append(_write_run(tmp_path / f"u{run}.log", reads, version=2,
+                                accessed=accessed))
+    for path in paths:
+        usage = waste.page_usage(pandas_reader.read_trace(path))
+        expected = {(str(p), int(o)) for p, o, u in zip(
+            usage["path"], usage["offset"], usage["used"]) if u}
+        runs = dataset.Runs([path], str(tmp_path / "w"), print)
+        con = dataset.connect(str(tmp_path / "w"))
+        consensus.build(con, runs, used=True)
+        got = {(bytes(p).decode(), o) for p, o in con.execute(
+            'SELECT path, "offset" FROM pages').fetchall()}
+        assert got == expected
+    out = tmp_path / "used.log"
+    assert cli.main(["merge", "--used", "--min-runs", "4", "-o", str(out),
+                     *paths]) == 0
+    assert set(_trace_pages(str(out))) == set(core)
+
+
+def test_required_runs():
+    assert consensus.required_runs(10, min_fraction=0.7) == 7
+    assert consensus.required_runs(10, min_fraction=0.71) == 8
+    assert consensus.required_runs(3) == 3
+    assert consensus.required_runs(3, min_runs=2) == 2
+
+
+# --- bad input ----------------------------------------------------------------
+
+def test_truncated_parquet_and_corrupt_run_are_named(tmp_path, capsys):
+    core, paths = _core_and_noise(tmp_path, 4)
+    ds = tmp_path / "ds"
+    assert cli.main(["convert", "-q", "-o", str(ds), *paths]) == 0
+    part = ds / "run=run2" / "part-0.parquet"
+    data = part.read_bytes()
+    part.write_bytes(data[:len(data) // 2])
+    garbage = ds / "run=run3" / "part-0.parquet"
+    garbage.write_bytes(b"not parquet at all\n")
+    out = tmp_path / "c.log"
+    code = cli.main(["merge", "--min-runs", "2", "-o", str(out), str(ds)])
+    err = capsys.readouterr().err
+    assert code == 0
+    assert f"pagetrace: {part}: not a readable Parquet file (truncated or " \
+        "corrupt)" in err
+    assert f"pagetrace: {garbage}: not a readable Parquet file" in err
+    assert "runs: 2;" in err
+    assert set(_trace_pages(str(out))) == set(core) | _shared([0, 1], 2)
+    # The truncated file alone: the whole job fails, with the name.
+    code = cli.main(["summary", str(part)])
+    err = capsys.readouterr().err
+    assert code == 1 and str(part) in err and "Traceback" not in err
+
+
+def test_runs_with_another_page_size_are_left_out(tmp_path, capsys):
+    core, paths = _core_and_noise(tmp_path, 3)
+    odd = tmp_path / "odd.log"
+    odd.write_text("# pagetrace-format: 1\n# page-size: 16384\n"
+                   "1 /lib/core0.so 0\n")
+    out = tmp_path / "c.log"
+    assert cli.main(["merge", "--min-runs", "3", "-o", str(out), *paths,
+                     str(odd)]) == 0
+    err = capsys.readouterr().err
+    assert f"pagetrace: {odd}: page-size 16384 differs from 4096 of the " \
+        "runs before it; run 'odd' left out" in err
+    assert set(_trace_pages(str(out))) == set(core) | _shared([0, 1, 2], 3)
+
+
+def test_no_usable_run_fails(tmp_path, capsys):
+    bad = tmp_path / "bad.log"
+    bad.write_bytes(b"# pagetrace-format: 9\n1 /a 0\n")
+    assert cli.main(["merge", "--min-runs", "1", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert f"pagetrace: {bad}: unsupported trace format version '9'" in err
+    assert "pagetrace: merge: no usable run" in err
+
+
+# --- bounded memory -------------------------------------------------------------
+
+def _memory_cgroup():
+    """A child of this process's memory cgroup (v1 or v2), or None."""
+    for line in open("/proc/self/cgroup"):
+        _, controllers, path = line.strip().split(":", 2)
+        if "memory" in controllers.split(","):
+            return f"/sys/fs/cgroup/memory{path}", "memory.limit_in_bytes", \
+                "memory.max_usage_in_bytes"
+        if controllers == "" and os.path.exists(
+                "/sys/fs/cgroup/cgroup.controllers"):
+            return f"/sys/fs/cgroup{path}", "memory.max", "memory.peak"
+    return None
+
+
+def test_trace_larger_than_the_memory_cap(tmp_path):
+    """convert and summary of a 460 MiB trace (8.5 M records) in a memory
+    cgroup capped at 384 MiB: both finish, and the cgroup's own high-water
+    mark stays under the cap (the in-memory reader needs about 1.5 GiB for
+    it, docs/benchmarks.md)."""
+    from pagetrace.synth import write_synthetic_trace
+    found = _memory_cgroup()
+    assert found, "no memory cgroup on this machine"
+    parent, limit_file, peak_file = found
+    cap = 384 << 20
+    trace = str(tmp_path / "big.log")
+    write_synthetic_trace(trace, 8_500_000, seed=5)
+    assert os.path.getsize(trace) > cap
+    group = os.path.join(parent, f"pagetrace-scale-test-{os.getpid()}")
+    os.mkdir(group)
+    try:
+        with open(os.path.join(group, limit_file), "w") as f:
+            f.write(str(cap))
+        script = (f"echo $$ > {group}/cgroup.procs && "
+                  f"{sys.executable} -m pagetrace.cli convert -q -o "
+                  f"{tmp_path}/ds {trace} && {sys.executable} -m pagetrace.cli"
+                  f" summary --json --memory-limit 128MB --work-dir "
+                  f"{tmp_path} {tmp_path}/ds/run=big")
+        done = subprocess.run(["sh", "-c", script], capture_output=True,
+                              text=True, timeout=600)
+        assert done.returncode == 0, done.stderr[-2000:]
+        assert json.loads(done.stdout)["totals"]["pages"] == 8_500_000
+        with open(os.path.join(group, peak_file)) as f:
+            peak = int(f.read())
+        assert 0 < peak <= cap
+    finally:
+        os.rmdir(group)
