@@ -4,7 +4,7 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 PYTHON ?= $(CURDIR)/.venv/bin/python
 # Sub-projects with a Makefile of their own.
-SUBDIRS := tracer replay samples
+SUBDIRS := lib tracer replay samples
 
 .PHONY: all deps test bench demo install clean $(SUBDIRS)
 
@@ -28,8 +28,10 @@ APP ?= sample
 demo:
 	scripts/demo --app $(APP)
 
-# The Python scripts are standard library only; startup-bench finds the
-# statistics module in share/pagetrace/.
+# The Python scripts are thin entry points into the pagetrace package's
+# standard-library core, which they find in share/pagetrace/pagetrace/ (the
+# whole package, installed once; numpy and pandas are needed only by the
+# analysis verbs, from the venv).
 SCRIPTS := scripts/pagecache scripts/startup-bench scripts/resolve-inodes
 MAN1 := scripts/pagecache.1 scripts/startup-bench.1
 
@@ -38,7 +40,8 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/pagetrace
 	install -m 0755 $(SCRIPTS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 $(MAN1) $(DESTDIR)$(PREFIX)/share/man/man1/
-	install -m 0644 analysis/pagetrace/stats.py $(DESTDIR)$(PREFIX)/share/pagetrace/
+	install -d $(DESTDIR)$(PREFIX)/share/pagetrace/pagetrace
+	install -m 0644 analysis/pagetrace/*.py $(DESTDIR)$(PREFIX)/share/pagetrace/pagetrace/
 
 clean:
 	for d in $(SUBDIRS); do $(MAKE) -C $$d clean; done

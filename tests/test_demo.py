@@ -59,6 +59,10 @@ def test_demo_runs_the_whole_loop(tmp_path):
     assert int(totals[1].replace(",", "")) == len(pages)
     assert int(totals[2].replace(",", "")) == len(pages) * 4096
     assert int(totals[3]) == len(files)
+    # Findings come first and state the trace's own numbers.
+    assert md.index("## Findings") < md.index("## Totals")
+    assert f"({len(pages):,} pages) from {len(files)} files" in md
+    assert "- **I/O cost**: " in md and "- **simulated**: " in md
     html = (out / "report" / "index.html").read_text()
     assert html.count("data:image/png;base64,") >= 3
 

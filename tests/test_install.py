@@ -4,8 +4,8 @@ import subprocess
 
 from conftest import REPO
 
-TOOLS = ["trace", "replay", "pagecache", "startup-bench", "resolve-inodes"]
-MAN = ["man8/trace.8", "man1/replay.1", "man1/pagecache.1", "man1/startup-bench.1"]
+TOOLS = ["trace", "pagetrace-replay", "pagecache", "startup-bench", "resolve-inodes"]
+MAN = ["man8/trace.8", "man1/pagetrace-replay.1", "man1/pagecache.1", "man1/startup-bench.1"]
 
 
 def test_make_install_into_destdir(tmp_path):

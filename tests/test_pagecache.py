@@ -254,14 +254,17 @@ def test_trace_paths_are_unescaped_and_special_paths_skipped(workdir):
     assert report["files"][0]["traced_pages"] == 2
     assert report["files"][0]["traced_cached"] == 0
     assert "skipped 2 special path(s)" in done.stderr
-    assert f"{trace}:9: malformed record skipped: fewer than three fields" in done.stderr
+    assert f"pagecache: {trace}:9: fewer than three fields" in done.stderr
 
 
 def test_unknown_trace_version_is_rejected(workdir):
     done = run_pagecache("status", "--trace",
                          os.path.join(REPO, "samples", "unknown-version.log"))
-    assert done.returncode == 2
-    assert "unsupported trace format version '2'" in done.stderr
+    # A refused trace: one line, exit status 1 (docs/trace-format.md).
+    assert done.returncode == 1
+    path = os.path.join(REPO, "samples", "unknown-version.log")
+    assert done.stderr == (f"pagecache: {path}: unsupported trace format "
+                           "version '3' (this reader knows 1, 2)\n")
 
 
 # ---------------------------------------------------------------------------
@@ -325,9 +328,31 @@ def test_unreadable_file_is_reported_and_skipped(workdir):
 def test_usage_errors(workdir):
     assert run_pagecache("status").returncode == 2
     assert run_pagecache("frobnicate", "x").returncode == 2
-    done = run_pagecache("status", "--trace", os.path.join(workdir, "nope.log"))
-    assert done.returncode == 2
-    assert "No such file or directory" in done.stderr
+    missing = os.path.join(workdir, "nope.log")
+    done = run_pagecache("status", "--trace", missing)
+    assert done.returncode == 1
+    assert done.stderr == f"pagecache: {missing}: No such file or directory\n"
+
+
+def test_version():
+    done = run_pagecache("--version")
+    assert done.returncode == 0 and done.stdout.startswith("pagecache (pagetrace) ")
+
+
+def test_v2_trace_uses_read_records_only(workdir):
+    read_only = make_file(os.path.join(workdir, "read"), 3 * PAGE)
+    accessed = make_file(os.path.join(workdir, "accessed"), 2 * PAGE)
+    trace = os.path.join(workdir, "used.log")
+    with open(trace, "w") as f:
+        f.write("# pagetrace-format: 2\n# columns: timestamp_us path offset kind\n"
+                "# records: read access map\n"
+                f"1 {read_only} 0 read\n2 {read_only} 8192 read\n"
+                f"3 {read_only} 4096 access\n4 {accessed} 0 access\n"
+                f"5 {accessed} 4096 map\n")
+    done, report = run_json("status", "--trace", trace)
+    assert done.returncode == 0, done.stderr
+    assert [(r["path"], r["traced_pages"]) for r in report["files"]] == [
+        (read_only, 2)]
 
 
 def test_help_has_examples():
