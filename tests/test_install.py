@@ -4,8 +4,11 @@ import subprocess
 
 from conftest import REPO
 
-TOOLS = ["trace", "pagetrace-replay", "pagecache", "startup-bench", "resolve-inodes"]
-MAN = ["man8/trace.8", "man1/pagetrace-replay.1", "man1/pagecache.1", "man1/startup-bench.1"]
+# Installed C tools carry a pagetrace- prefix: bcc ships a `trace` too.
+TOOLS = ["pagetrace-trace", "pagetrace-replay", "pagetrace-cachestat", "pagetrace-cachetop",
+         "pagetrace-readpage", "pagecache", "startup-bench", "resolve-inodes"]
+MAN = ["man8/pagetrace-trace.8", "man8/pagetrace-cachestat.8", "man8/pagetrace-cachetop.8",
+       "man1/pagetrace-replay.1", "man1/pagecache.1", "man1/startup-bench.1"]
 
 
 def test_make_install_into_destdir(tmp_path):
