@@ -102,6 +102,9 @@ static int note_used(struct replay *r, const struct tracefile_record *rec)
 		return -1;
 	r->used[r->n_used].file = (size_t)file;
 	r->used[r->n_used].offset = rec->offset;
+	r->used[r->n_used].timestamp_us = rec->timestamp_us;
+	r->used[r->n_used].seq = r->n_used;
+	r->used[r->n_used].read = 0;
 	r->n_used++;
 	return 0;
 }
@@ -115,21 +118,63 @@ static int compare_used(const void *pa, const void *pb)
 	return a->offset < b->offset ? -1 : a->offset > b->offset;
 }
 
+static int compare_first_access(const void *pa, const void *pb)
+{
+	const struct used_page *a = pa, *b = pb;
+
+	if (a->timestamp_us != b->timestamp_us)
+		return a->timestamp_us < b->timestamp_us ? -1 : 1;
+	return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* By page, and the first record of a page first. */
+static int compare_used_earliest(const void *pa, const void *pb)
+{
+	int page = compare_used(pa, pb);
+
+	return page ? page : compare_first_access(pa, pb);
+}
+
+/* One entry per page: its first access or map record. */
+static void dedupe_used(struct replay *r)
+{
+	size_t i, kept = 0;
+
+	qsort(r->used, r->n_used, sizeof(*r->used), compare_used_earliest);
+	for (i = 0; i < r->n_used; i++)
+		if (kept == 0 || compare_used(&r->used[kept - 1], &r->used[i]))
+			r->used[kept++] = r->used[i];
+	r->n_used = kept;
+}
+
 /* --used: keeps the read pages that also have an access or map record,
- * in trace order. */
+ * each once, in the order of their first access: the order the program
+ * needs them in, which a prefetch running beside it must follow (iorap
+ * did the same). The page takes the time of that access, for --timing. */
 static void select_used_pages(struct replay *r)
 {
 	size_t i, kept = 0;
 
-	qsort(r->used, r->n_used, sizeof(*r->used), compare_used);
+	dedupe_used(r);
 	for (i = 0; i < r->n_pages; i++) {
-		struct used_page key = {r->pages[i].file, r->pages[i].offset};
+		struct used_page key = {.file = r->pages[i].file,
+					.offset = r->pages[i].offset};
+		struct used_page *u = bsearch(&key, r->used, r->n_used,
+					      sizeof(*r->used), compare_used);
 
-		if (bsearch(&key, r->used, r->n_used, sizeof(*r->used),
-			    compare_used))
-			r->pages[kept++] = r->pages[i];
+		if (u)
+			u->read = 1;
 		else
 			r->unused_pages++;
+	}
+	qsort(r->used, r->n_used, sizeof(*r->used), compare_first_access);
+	for (i = 0; i < r->n_used; i++) {
+		if (!r->used[i].read)
+			continue;
+		r->pages[kept].file = r->used[i].file;
+		r->pages[kept].offset = r->used[i].offset;
+		r->pages[kept].timestamp_us = r->used[i].timestamp_us;
+		kept++;
 	}
 	r->n_pages = kept;
 	/* A trace whose read pages were all unused has nothing to do, and

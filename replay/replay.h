@@ -85,6 +85,9 @@ struct page {
 struct used_page {
 	size_t file;
 	uint64_t offset;
+	uint64_t timestamp_us;     /* of its first access or map record */
+	size_t seq;                /* that record's rank among them */
+	int read;                  /* it also has a read record */
 };
 
 struct request {

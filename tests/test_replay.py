@@ -506,6 +506,21 @@ def test_used_groups_adjacent_used_pages(fs, tmp_path):
         (0, 3 * PAGE), (5 * PAGE, 2 * PAGE)]
 
 
+def test_used_original_order_is_first_access_order(fs, tmp_path):
+    """Without --sorted, --used issues the used pages in the order the
+    program first touched them (what a prefetch beside it must follow),
+    not in the order readahead read them; each page once."""
+    reads = [(fs.plain, i * PAGE, "read") for i in range(8)]
+    records = [(fs.plain, 5 * PAGE, "access")]   # faulted before its read
+    records += reads + [(fs.plain, 0, "read")]   # page 0 read twice
+    records += [(fs.plain, 2 * PAGE, "access"), (fs.plain, 3 * PAGE, "map"),
+                (fs.plain, 5 * PAGE, "access"), (fs.plain, 0, "access"),
+                (fs.plain, 3 * PAGE, "access"), (fs.plain, 7 * PAGE, "map")]
+    rows = plan(["--used"], trace_v2(records), tmp_path)
+    assert [(off // PAGE, length // PAGE) for _, off, length, _ in rows] == [
+        (5, 1), (2, 2), (0, 1), (7, 1)]
+
+
 @pytest.mark.parametrize("text", [
     "# pagetrace-format: 1\n1 {plain} 0\n",
     "1 {plain} 0\n",
