@@ -53,8 +53,10 @@ def data_file(ext4_image, request):
 def test_without_tracefs_unmounts_tracefs_and_debugfs():
     # Mount both in a private namespace first, so that the helper has
     # something to remove whatever this machine has mounted.
-    script = ("mount -t tracefs nodev /sys/kernel/tracing && "
-              "mount -t debugfs nodev /sys/kernel/debug && "
+    # (A second mount of the same tracefs on the same place is refused, so
+    # mount only where nothing is mounted yet.)
+    script = ("{ mountpoint -q /sys/kernel/tracing || mount -t tracefs nodev /sys/kernel/tracing; } && "
+              "{ mountpoint -q /sys/kernel/debug || mount -t debugfs nodev /sys/kernel/debug; } && "
               "grep -cE ' (tracefs|debugfs) ' /proc/self/mounts && "
               f"exec {WITHOUT_TRACEFS} cat /proc/self/mounts")
     done = run("unshare", "--mount", "--propagation", "private", "sh", "-c", script)
