@@ -16,6 +16,7 @@
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
 #include "errmsg.h"
+#include <argp.h>
 #include "cache_load.h"
 #include "cache.skel.h"
 
@@ -234,14 +235,15 @@ static int parse_count(const char *text, unsigned long *count)
 	return 0;
 }
 
-int interval_argument(struct interval_args *args, const char *text)
+void interval_argument(struct argp_state *state, struct interval_args *args, const char *text)
 {
 	int bad;
 
 	if (args->given >= 2)
-		return 1;
+		argp_error(state, "too many arguments: %s", text);
 	bad = args->given == 0 ? parse_interval(text, &args->seconds) :
 				 parse_count(text, &args->count);
 	args->given++;
-	return bad;
+	if (bad)
+		exit(2);	/* said by the parser */
 }

@@ -39,7 +39,9 @@ struct interval_args {
 	int given;		/* how many of the two were given */
 };
 
-/* Take the next positional argument: 0, -1 when it is bad (said: exit 2), 1 when one too many. */
-int interval_argument(struct interval_args *args, const char *text);
+/* Take the next positional argument of argp's parser: a bad one is said and
+ * exits 2, as argp does for bad usage; a third is argp_error. */
+struct argp_state;
+void interval_argument(struct argp_state *state, struct interval_args *args, const char *text);
 
 #endif /* PAGETRACE_CACHE_LOAD_H */

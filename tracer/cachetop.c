@@ -97,10 +97,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case 'j': opts.json = true; break;
 	case 'v': opts.verbose = true; break;
 	case ARGP_KEY_ARG:
-		switch (interval_argument(&opts.every, arg)) {
-		case -1: exit(2);
-		case 1: argp_error(state, "too many arguments: %s", arg);
-		}
+		interval_argument(state, &opts.every, arg);
 		break;
 	default:
 		return ARGP_ERR_UNKNOWN;

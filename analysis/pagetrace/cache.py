@@ -246,26 +246,38 @@ def collect_files(paths, recursive=False, follow=False):
     """
     files, problems = [], []
     for path in paths:
-        try:
-            st = os.stat(path) if follow else os.lstat(path)
-        except OSError as exc:
-            problems.append(PagecacheError(path, exc.strerror))
+        st = _stat_or_problem(path, follow, problems)
+        if st is None or _take_non_directory(path, st, files, problems):
             continue
-        if stat.S_ISREG(st.st_mode):
-            files.append(path)
-        elif stat.S_ISDIR(st.st_mode):
-            if recursive:
-                _walk_directory(path, follow, files, problems)
-            else:
-                problems.append(PagecacheError(
-                    path, "Is a directory (use -r to walk it)"))
-        elif stat.S_ISLNK(st.st_mode):
-            problems.append(PagecacheError(
-                path, "is a symbolic link, not followed (use --follow)"))
+        if recursive:
+            _walk_directory(path, follow, files, problems)
         else:
-            problems.append(PagecacheError(
-                path, f"is {describe_file_type(st.st_mode)}, skipped"))
+            problems.append(PagecacheError(path, "Is a directory (use -r to walk it)"))
     return files, problems
+
+
+def _stat_or_problem(path, follow, problems):
+    try:
+        return os.stat(path) if follow else os.lstat(path)
+    except OSError as exc:
+        problems.append(PagecacheError(path, exc.strerror))
+        return None
+
+
+def _take_non_directory(path, st, files, problems):
+    """A regular file goes to files; a link (not followed) or another kind
+    of file is a problem. False for a directory, which the caller handles."""
+    if stat.S_ISREG(st.st_mode):
+        files.append(path)
+    elif stat.S_ISLNK(st.st_mode):
+        problems.append(PagecacheError(
+            path, "is a symbolic link, not followed (use --follow)"))
+    elif stat.S_ISDIR(st.st_mode):
+        return False
+    else:
+        problems.append(PagecacheError(
+            path, f"is {describe_file_type(st.st_mode)}, skipped"))
+    return True
 
 
 def _walk_directory(top, follow, files, problems):
@@ -275,22 +287,14 @@ def _walk_directory(top, follow, files, problems):
     for dirpath, dirnames, filenames in os.walk(top, onerror=on_error,
                                                 followlinks=follow):
         dirnames.sort()
+        # Links to directories are listed in dirnames; os.walk does not
+        # descend into them unless following, so they are said here.
         for name in sorted(filenames) + [d for d in dirnames
                                          if os.path.islink(os.path.join(dirpath, d))]:
             path = os.path.join(dirpath, name)
-            try:
-                st = os.stat(path) if follow else os.lstat(path)
-            except OSError as exc:
-                problems.append(PagecacheError(path, exc.strerror))
-                continue
-            if stat.S_ISREG(st.st_mode):
-                files.append(path)
-            elif stat.S_ISLNK(st.st_mode):
-                problems.append(PagecacheError(
-                    path, "is a symbolic link, not followed (use --follow)"))
-            elif not stat.S_ISDIR(st.st_mode):
-                problems.append(PagecacheError(
-                    path, f"is {describe_file_type(st.st_mode)}, skipped"))
+            st = _stat_or_problem(path, follow, problems)
+            if st is not None:
+                _take_non_directory(path, st, files, problems)
 
 
 def open_regular(path, follow=False):
