@@ -1,4 +1,5 @@
-"""A deliberately small, independent reader of trace format v1 for the
+"""A deliberately small, independent reader of trace format v1 (and v2's
+read records) for the
 tests: the oracle for what the tools write must not be the code under test
 elsewhere in the project (replay's C parser, the pagetrace package)."""
 import re
@@ -24,6 +25,14 @@ class Trace:
                 fields = line.split()
                 self.records.append((int(fields[0]), _unescape(fields[1]),
                                      int(fields[2]), fields[3:]))
+
+    @property
+    def read_records(self):
+        """The records of pages read from storage: all of a version 1 trace;
+        in version 2 those whose kind (field 4) is read, not access or map."""
+        if self.header.get("columns", "").split()[3:4] != ["kind"]:
+            return self.records
+        return [r for r in self.records if r[3][0] == "read"]
 
     def pages(self, path):
         return [off // PAGE for _, p, off, _ in self.records if p == path]
