@@ -6,7 +6,7 @@ PYTHON ?= $(CURDIR)/.venv/bin/python
 # Sub-projects with a Makefile of their own.
 SUBDIRS := lib tracer replay samples
 
-.PHONY: all deps test bench demo install clean $(SUBDIRS)
+.PHONY: all deps test test-spark bench demo install clean $(SUBDIRS)
 
 all: $(SUBDIRS)
 
@@ -20,6 +20,14 @@ test: all
 	@test -x $(PYTHON) || { echo "make: no $(PYTHON): run scripts/install-deps first" >&2; exit 1; }
 	$(PYTHON) -m pytest -ra tests
 
+# The Spark SQL job on a local single-node Spark, against pagetrace merge
+# (docs/scale.md). Opt-in: it installs a JVM and pyspark (about 500 MB).
+test-spark:
+	@test -x $(PYTHON) || { echo "make: no $(PYTHON): run scripts/install-deps first" >&2; exit 1; }
+	command -v java >/dev/null || { apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends openjdk-17-jre-headless; }
+	$(PYTHON) -m pip install -q --disable-pip-version-check -r jobs/requirements.txt
+	$(PYTHON) -m pytest -ra jobs
+
 bench: all
 	$(PYTHON) bench/run
 
@@ -32,7 +40,7 @@ demo:
 # standard-library core, which they find in share/pagetrace/pagetrace/ (the
 # whole package, installed once; numpy and pandas are needed only by the
 # analysis verbs, from the venv).
-SCRIPTS := scripts/pagecache scripts/startup-bench scripts/resolve-inodes
+SCRIPTS := scripts/pagetrace scripts/pagecache scripts/startup-bench scripts/resolve-inodes
 MAN1 := scripts/pagecache.1 scripts/startup-bench.1
 
 install: all

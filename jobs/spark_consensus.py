@@ -74,7 +74,10 @@ def main():
     args = parser.parse_args()
 
     from pyspark.sql import SparkSession
-    builder = SparkSession.builder.appName("pagetrace-consensus")
+    # Run ids stay strings: without this a directory run=7 would be read
+    # as the integer 7, and run=007 too.
+    builder = SparkSession.builder.appName("pagetrace-consensus").config(
+        "spark.sql.sources.partitionColumnTypeInference.enabled", "false")
     if args.master or "SPARK_HOME" not in os.environ:
         builder = builder.master(args.master or "local[*]")
     spark = builder.getOrCreate()
@@ -109,8 +112,9 @@ def write_outputs(pages_dir, args, n_runs, page_size):
     con.execute(
         "CREATE TEMP TABLE pages AS SELECT path, \"offset\", runs, rank, "
         f"rel_us FROM read_parquet('{pages_dir}/*.parquet')")
+    # Names are bytes; those that are not UTF-8 go out as they came in.
     with open(os.path.join(args.out, "consensus.log"), "w",
-              encoding="utf-8") as out:
+              encoding="utf-8", errors="surrogateescape") as out:
         consensus.write_trace(con, out, n_runs, k, page_size,
                               f"spark_consensus {args.dataset}")
     report = consensus.stability_report(con, n_runs, k)

@@ -195,8 +195,9 @@ def test_summary_requests_across_batches(tmp_path):
 
 # --- consensus ----------------------------------------------------------------
 
-def _write_run(path, pages, version=1, accessed=()):
-    lines = [f"# pagetrace-format: {version}", "# page-size: 4096"]
+def _write_run(path, pages, version=1, accessed=(), page_size=4096):
+    """A trace of `pages` read in that order, then `accessed` (version 2)."""
+    lines = [f"# pagetrace-format: {version}", f"# page-size: {page_size}"]
     if version == 2:
         lines += ["# columns: timestamp_us path offset kind",
                   "# records: read access map"]
@@ -426,3 +427,38 @@ def test_trace_larger_than_the_memory_cap(tmp_path):
         assert 0 < peak <= cap
     finally:
         os.rmdir(group)
+
+
+# --- arrow's CSV reader ---------------------------------------------------------
+
+def test_fast_path_survives_empty_and_failing_blocks(tmp_path):
+    """The fast path never hands arrow's threaded CSV reader a block it
+    fails on (apache/arrow#38676: a failing threaded read leaves a task
+    behind that aborts the interpreter at exit): an empty block and a block
+    that is not columns are left to the reference checker, in a child
+    process that must exit cleanly; and a trace that is all header, or
+    header and blank lines, converts to no records."""
+    script = (
+        "import sys\n"
+        "from pagetrace import dataset, tracefile\n"
+        "header = tracefile.read_header(b'# pagetrace-format: 1\\n"
+        "# page-size: 4096\\n1 /a 0\\n', 'x')\n"
+        f"c = dataset._Converter(header, {str(tmp_path / 'p.parquet')!r}, "
+        "'r')\n"
+        "assert c._fast(b'', 3) is None\n"
+        "bad = b'1 /a 0 surplus\\n' + b'12345 /usr/lib/libfoo.so 4096\\n'"
+        " * 1500000\n"
+        "assert c._fast(bad, 3) is None\n"
+        "c.close()\n")
+    for _ in range(3):
+        done = subprocess.run([sys.executable, "-c", script],
+                              capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stderr[-2000:]
+    for name, text in (("header.log", "# pagetrace-format: 1\n"
+                        "# page-size: 4096\n"),
+                       ("blank.log", "# pagetrace-format: 1\n\n\n")):
+        path = tmp_path / name
+        path.write_text(text)
+        result = dataset.convert_trace(str(path), str(tmp_path / "ds"))
+        assert result.records == 0 and result.n_malformed == 0
+        assert pq.read_table(result.path).num_rows == 0

@@ -196,8 +196,14 @@ class _Converter:
         try:
             table = pa.csv.read_csv(
                 pa.py_buffer(block),
+                # use_threads=False: the threaded reader, when it fails
+                # (a block that is not columns), leaves a read-ahead task
+                # running, and the interpreter then dies of SIGABRT at exit
+                # (apache/arrow#38676); the core reader avoids it the same
+                # way (trace.py).
                 read_options=pa.csv.ReadOptions(column_names=names,
-                                                block_size=4 << 20),
+                                                block_size=4 << 20,
+                                                use_threads=False),
                 parse_options=pa.csv.ParseOptions(
                     delimiter=" ", quote_char=False, escape_char=False,
                     ignore_empty_lines=False),
