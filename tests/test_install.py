@@ -5,7 +5,7 @@ import subprocess
 from conftest import REPO
 
 # Installed C tools carry a pagetrace- prefix: bcc ships a `trace` too.
-TOOLS = ["pagetrace-trace", "pagetrace-replay", "pagetrace-cachestat", "pagetrace-cachetop",
+TOOLS = ["pagetrace", "pagetrace-trace", "pagetrace-replay", "pagetrace-cachestat", "pagetrace-cachetop",
          "pagetrace-readpage", "pagecache", "startup-bench", "resolve-inodes"]
 MAN = ["man8/pagetrace-trace.8", "man8/pagetrace-cachestat.8", "man8/pagetrace-cachetop.8",
        "man1/pagetrace-replay.1", "man1/pagecache.1", "man1/startup-bench.1"]
@@ -35,3 +35,33 @@ def test_make_install_into_destdir(tmp_path):
     has_failed_run = any(",failed," in line or ",timeout," in line for line in open(runs_csv))
     assert summary.returncode == (1 if has_failed_run else 0), summary.stderr
     assert "simulated vs real cold" in summary.stdout
+
+
+def test_installed_front_door_without_the_analysis_libraries(tmp_path):
+    """The installed `pagetrace` runs on the system Python: without pandas
+    its tools' verbs, --help and --version work, and an analysis verb says
+    what is missing (a stand-in pandas that fails to import, so the test
+    does not depend on what this machine's system Python has)."""
+    dest = tmp_path / "root"
+    subprocess.run(["make", "-s", "-C", REPO, "install", f"DESTDIR={dest}",
+                    "PREFIX=/usr/local"], capture_output=True, check=True)
+    front = str(dest / "usr" / "local" / "bin" / "pagetrace")
+    fake = tmp_path / "fake" / "pandas"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('no pandas here (test)')\n")
+    env = {**os.environ, "PYTHONPATH": str(tmp_path / "fake")}
+
+    def run(*args):
+        return subprocess.run(["python3", front, *args], capture_output=True, text=True,
+                              env=env, timeout=60)
+
+    assert run("--version").stdout.startswith("pagetrace (pagetrace) ")
+    listed = run("--help")
+    assert listed.returncode == 0 and "cachetop" in listed.stdout
+    assert "no pandas here (test)" in listed.stdout
+    cache = run("cache", "--help")
+    assert cache.returncode == 0 and "evict" in cache.stdout
+    summary = run("summary", os.path.join(REPO, "samples", "basic.log"))
+    assert summary.returncode == 1 and summary.stdout == ""
+    assert summary.stderr.startswith("pagetrace: summary: needs numpy, pandas and matplotlib")
+    assert "Traceback" not in summary.stderr

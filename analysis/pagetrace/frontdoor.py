@@ -66,6 +66,20 @@ def version_text(prog=PROG):
     return f"{prog} (pagetrace) {__version__}"
 
 
+def short_help():
+    """The verbs this module runs, for when the analysis layer (and so
+    pagetrace.cli's full --help) cannot be imported."""
+    lines = [f"usage: {PROG} VERB ...", "", "verbs that need only the standard library:"]
+    for verb, (*_, text) in {**C_TOOLS, **PYTHON_TOOLS}.items():
+        lines.append(f"  {verb:<12}{text}")
+    lines += ["", "examples:",
+              "  sudo pagetrace trace --used -x -c ./app > reads.log",
+              "  pagetrace replay --sorted reads.log",
+              "  sudo pagetrace cachetop -c ./app --json",
+              "  sudo pagetrace cache evict --trace reads.log"]
+    return "\n".join(lines)
+
+
 def find_c_tool(verb):
     """The C tool of `verb`: built in the source tree, else installed
     beside the running `pagetrace`, else on PATH; None if absent."""
