@@ -41,7 +41,7 @@ demo:
 # whole package, installed once; numpy and pandas are needed only by the
 # analysis verbs, from the venv).
 SCRIPTS := scripts/pagetrace scripts/pagecache scripts/startup-bench scripts/resolve-inodes
-MAN1 := scripts/pagecache.1 scripts/startup-bench.1
+MAN1 := scripts/pagetrace.1 scripts/pagecache.1 scripts/startup-bench.1
 
 install: all
 	for d in $(SUBDIRS); do $(MAKE) -C $$d install PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) || exit 1; done

@@ -7,7 +7,7 @@ from conftest import REPO
 # Installed C tools carry a pagetrace- prefix: bcc ships a `trace` too.
 TOOLS = ["pagetrace", "pagetrace-trace", "pagetrace-replay", "pagetrace-cachestat", "pagetrace-cachetop",
          "pagetrace-readpage", "pagecache", "startup-bench", "resolve-inodes"]
-MAN = ["man8/pagetrace-trace.8", "man8/pagetrace-cachestat.8", "man8/pagetrace-cachetop.8",
+MAN = ["man1/pagetrace.1", "man8/pagetrace-trace.8", "man8/pagetrace-cachestat.8", "man8/pagetrace-cachetop.8",
        "man1/pagetrace-replay.1", "man1/pagecache.1", "man1/startup-bench.1"]
 
 
