@@ -8,6 +8,7 @@ that tracer/trace and tracer/readpage work in it, and that readpage leaves
 the system's mounts as they were. .ci/run also runs the whole suite through
 tests/without-tracefs.
 """
+import json
 import os
 import shutil
 import subprocess
@@ -80,6 +81,19 @@ def test_trace_needs_no_tracefs(data_file):
     trace = Trace(done.stdout)
     assert trace.page_set(data_file)
     assert set(trace.pages(data_file)) == cached_since_eviction(data_file)
+
+
+def test_cache_tools_need_no_tracefs_and_no_memlock_headroom():
+    # cachestat and cachetop load their BPF like trace does: no tracefs, and
+    # a low RLIMIT_MEMLOCK that cannot be raised must not matter.
+    in_ns = [os.path.join(REPO, "tests", "without-tracefs"), *LOW_MEMLOCK]
+    stat = run(*in_ns, os.path.join(REPO, "tracer", "cachestat"), "-j", "0.2", "1")
+    assert stat.returncode == 0, stat.stderr
+    assert "hits" in json.loads(stat.stdout.splitlines()[0])
+    top = run(*in_ns, os.path.join(REPO, "tracer", "cachetop"), "-j", "-c", "cat /etc/hostname")
+    assert top.returncode == 0, top.stderr
+    assert json.loads(top.stdout)["lost"] == 0
+    assert "MEMLOCK" not in stat.stderr + top.stderr
 
 
 def test_readpage_mounts_tracefs_privately(data_file):
