@@ -10,6 +10,12 @@ over the session spreads over all of them:
   selective   only the trace's files evicted (POSIX_FADV_DONTNEED)
   hot         the trace's files read into the cache first
   prefetched  selective, then `replay --sorted --prefetch TRACE`, then run
+  prefetched-used
+              selective, then `replay --sorted --prefetch --used USED`
+              (only the pages the start-up used), then run
+  concurrent  selective, then `replay --prefetch --used USED` (first-access
+              order) and the command started together, as Android's iorap
+              did; timed from when both began
   simulated   selective, then `replay TRACE` (O_DIRECT, original order),
               then warm the files and run: "simulated I/O + hot start",
               the 2011 check against a real (selectively) cold start
@@ -28,19 +34,19 @@ import os
 import pwd
 import re
 import select
-import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections import deque, namedtuple
 
 from . import __version__, cache, tracefile
-from .frontdoor import TREE_TOP
+from .frontdoor import find_c_tool
 from .escape import display_path
-from .startup_csv import (STATES, Run, StartupCsvError,
-                          comparisons, header_row, read_runs, run_row,
-                          summarize)
+from .startup_csv import (STATES, USED_STATES, Run, StartupCsvError,
+                          best_prefetch_state, comparisons, header_row,
+                          prefetch_gains, read_runs, run_row, summarize)
 
 PROG = "startup-bench"
 DROP_CACHES = "/proc/sys/vm/drop_caches"
@@ -138,15 +144,17 @@ def _drain(fd, watch):
         matched |= watch.feed(data)
 
 
-def run_once(command, timeout_s, watch, run_as):
+def run_once(command, timeout_s, watch, run_as, start=None):
     """Run the command in its own process group; time it; never hang.
 
     The exit is seen through a pidfd, so the time is exact (Popen.wait with a
     timeout polls with sleeps of up to 50 ms). On timeout the whole group is
     killed; after the run any process the command left behind is killed too.
+    The time runs from `start` (perf_counter) when given: concurrent starts
+    the prefetch just before the command.
     """
     watch.before_run()
-    start = time.perf_counter()
+    start = time.perf_counter() if start is None else start
     try:
         proc = subprocess.Popen(command, stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -249,31 +257,49 @@ def _stop_gracefully(proc):
 
 def find_replay(explicit):
     """The replayer: --replay, else replay/replay of the source tree, else
-    pagetrace-replay (installed) or replay on PATH."""
+    pagetrace-replay installed beside this script, else on PATH."""
     if explicit:
         return explicit if os.access(explicit, os.X_OK) else None
-    in_tree = os.path.join(TREE_TOP, "replay", "replay")
-    if os.access(in_tree, os.X_OK):
-        return in_tree
-    return shutil.which("pagetrace-replay") or shutil.which("replay")
+    return find_c_tool("replay")
 
 
-
-def refusals(states, replay, explicit_replay):
-    """{state: reason} for the states that cannot run here."""
+def refusals(states, replay, explicit_replay, used_refusal=None):
+    """{state: reason} for the states that cannot run here; used_refusal
+    is why no trace with access records is at hand (used_trace)."""
     refused = {}
     if "cold" in states:
         reason = _cold_refusal()
         if reason:
             refused["cold"] = reason
     for state, how in (("prefetched", "replay --sorted --prefetch"),
+                       ("prefetched-used", "replay --sorted --prefetch --used"),
+                       ("concurrent", "replay --prefetch --used"),
                        ("simulated", "replay (O_DIRECT, original order)")):
-        if state in states and not replay:
+        if state not in states:
+            continue
+        if not replay:
             where = (f"{explicit_replay} is not an executable file" if explicit_replay
-                     else "not found as <repo>/replay/replay nor on PATH")
+                     else "not found as <repo>/replay/replay, beside this "
+                     "script as pagetrace-replay, nor on PATH")
             refused[state] = (f"needs the replayer ({how}), which is missing: "
                               f"{where}; build it (make -C replay) or give --replay PATH")
+        elif state in USED_STATES and used_refusal:
+            refused[state] = used_refusal
     return refused
+
+
+def used_trace(trace_path, used_path):
+    """(path, None) of the trace whose access records say which pages the
+    start-up used: --used-trace, else the --trace itself; (None, why) when
+    it has none. tracefile.TraceError when --used-trace cannot be read."""
+    path = used_path or trace_path
+    trace = tracefile.read(path)
+    if any(r.kind in ("access", "map") for r in trace.records):
+        return path, None
+    return None, (f"needs a trace with access records (the pages the start-up "
+                  f"used), and {display_path(path)} has none (format version "
+                  f"{trace.header.version}): record one with trace --used -c "
+                  "CMD and give it as --used-trace FILE (or as --trace)")
 
 
 def _cold_refusal():
@@ -297,12 +323,14 @@ def drop_all_caches():
 class CacheStates:
     """Puts the page cache in each state, with pagetrace.cache."""
 
-    def __init__(self, pagecache, trace, paths, replay, trace_path):
+    def __init__(self, pagecache, trace, paths, replay, trace_path,
+                 used_trace_path=None):
         self.pagecache = pagecache
         self.trace = trace
         self.paths = paths
         self.replay = replay
         self.trace_path = trace_path
+        self.used_trace_path = used_trace_path
         self.method = pagecache.choose_method()[0]
         self.warned_resident = set()
         self.warned_unmeasured = False
@@ -336,16 +364,43 @@ class CacheStates:
             return None
         return 1.0 - cached / total if total else None
 
-    def run_replay(self, *options):
+    def run_replay(self, *options, trace=None):
         """(seconds, error or None) of one replay run."""
-        command = [self.replay, *options, self.trace_path]
         start = time.perf_counter()
-        done = subprocess.run(command, stdin=subprocess.DEVNULL, capture_output=True)
-        elapsed = time.perf_counter() - start
-        if done.returncode != 0:
-            message = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        return self.finish_replay(self.start_replay(*options, trace=trace), start)
+
+    def start_replay(self, *options, trace=None):
+        """Starts a replay of `trace` (default --trace) in the background; a
+        thread notes when it ends, so that its time is exact however late
+        finish_replay is called."""
+        replay = {"command": [self.replay, *options, trace or self.trace_path]}
+        try:
+            proc = subprocess.Popen(replay["command"], stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        except OSError as exc:
+            raise BenchError(f"{self.replay}: cannot run: {exc.strerror}") from None
+
+        def wait():
+            replay["stderr"] = proc.communicate()[1]
+            replay["end"] = time.perf_counter()
+
+        replay.update(proc=proc, thread=threading.Thread(target=wait, daemon=True))
+        replay["thread"].start()
+        return replay
+
+    def finish_replay(self, replay, start, limit_s=None):
+        """(seconds from `start` to the replay's end, error or None); a
+        replay still running after limit_s more seconds is killed."""
+        replay["thread"].join(limit_s)
+        if replay["thread"].is_alive():
+            replay["proc"].kill()
+            replay["thread"].join()
+        command, proc = replay["command"], replay["proc"]
+        elapsed = replay["end"] - start
+        if proc.returncode != 0:
+            message = replay["stderr"].decode("utf-8", "replace").strip().splitlines()
             return elapsed, (f"{' '.join(command)} exited with status "
-                             f"{done.returncode}: " + (message[-1] if message else ""))
+                             f"{proc.returncode}: " + (message[-1] if message else ""))
         return elapsed, None
 
 
@@ -359,8 +414,13 @@ def prepare_and_run(state, caches, bench):
     else:
         caches.evict()
         cold_fraction = caches.cold_fraction()
+    if state == "concurrent":
+        return run_concurrent(caches, bench, cold_fraction)
     if state == "prefetched":
         prefetch_s, error = caches.run_replay("--sorted", "--prefetch")
+    elif state == "prefetched-used":
+        prefetch_s, error = caches.run_replay("--sorted", "--prefetch", "--used",
+                                              trace=caches.used_trace_path)
     elif state == "simulated":
         prefetch_s, error = caches.run_replay()
         caches.warm()  # O_DIRECT left the cache cold: the start itself is hot
@@ -371,6 +431,23 @@ def prepare_and_run(state, caches, bench):
     outcome = bench(state)
     total = outcome.elapsed_s + (prefetch_s or 0.0)
     return (outcome.status, outcome.elapsed_s, prefetch_s, total, cold_fraction), outcome.detail
+
+
+def run_concurrent(caches, bench, cold_fraction):
+    """concurrent: the prefetch of the used pages, in first-access order,
+    and the command start together, as Android's iorap did at an app's
+    launch. The start-up is timed from when both began, so its time is
+    the total; the prefetch's own time (prefetch_s) overlaps it."""
+    start = time.perf_counter()
+    replay = caches.start_replay("--prefetch", "--used", trace=caches.used_trace_path)
+    outcome = bench("concurrent", start)
+    # The prefetch outlived the start-up: wait (it is bounded by its trace)
+    # so that it does not read into the next run's cache state.
+    prefetch_s, error = caches.finish_replay(replay, start, limit_s=60.0)
+    if error:
+        return ("failed", outcome.elapsed_s, prefetch_s, None, cold_fraction), error
+    return ((outcome.status, outcome.elapsed_s, prefetch_s, outcome.elapsed_s,
+             cold_fraction), outcome.detail)
 
 
 # ---------------------------------------------------------------------------
@@ -429,16 +506,52 @@ def print_summary(summary, compared, notes, out):
         print("  ".join(c.ljust(w) if i == 0 else c.rjust(w)
                         for i, (c, w) in enumerate(zip(row, widths))), file=out)
     labels = (("simulated_vs_selective_percent", "simulated vs real cold (selective)"),
-              ("simulated_vs_cold_percent", "simulated vs real cold (drop_caches)"),
-              ("prefetched_vs_selective_percent", "prefetched (total) vs selective"))
+              ("simulated_vs_cold_percent", "simulated vs real cold (drop_caches)"))
     for key, label in labels:
         if compared.get(key) is not None:
             print(f"{label}: {compared[key]:+.1f}%", file=out)
     if compared.get("selective_minus_hot_s") is not None:
         print(f"I/O cost (selective - hot): {compared['selective_minus_hot_s']:.3f} s",
               file=out)
+    for state, gain in compared.get("prefetch_gains", {}).items():
+        print(gain_text(state, gain), file=out)
+    best = compared.get("best_prefetch_state")
+    if best:
+        print(f"best prefetch state: {best}, recovers "
+              f"{_percent_text(compared['prefetch_gains'][best]['recovered_fraction'])} "
+              "of the I/O cost", file=out)
     for note in notes:
         print(note, file=out)
+
+
+def _percent_text(fraction):
+    return "-" if fraction is None else f"{100 * fraction:.0f}%"
+
+
+def _interval_text(low, high, form):
+    """`95% CI LOW to HIGH%` with `form` (e.g. "+.1f"), or why there is none."""
+    if low is None or high is None:
+        return "95% CI not bounded"
+    return f"95% CI {low:{form}} to {high:{form}}%"
+
+
+def gain_text(state, gain):
+    """`prefetched-used (total) vs selective: -20.1% (95% CI -25.0 to
+    -15.2%); recovers 67% of the I/O cost (95% CI 50 to 84%), 10 paired
+    iteration(s)`"""
+    change = gain["vs_selective_percent"]
+    text = f"{state} (total) vs selective: " + (
+        "-" if change is None else
+        f"{change:+.1f}% (" + _interval_text(gain["vs_selective_ci95_low_percent"],
+                                             gain["vs_selective_ci95_high_percent"],
+                                             "+.1f") + ")")
+    if gain["recovered_iterations"]:
+        low, high = gain["recovered_ci95_low"], gain["recovered_ci95_high"]
+        text += (f"; recovers {_percent_text(gain['recovered_fraction'])} of the "
+                 "I/O cost (" + _interval_text(None if low is None else 100 * low,
+                                               None if high is None else 100 * high,
+                                               ".0f") + ")")
+    return text + f", {gain['iterations']} paired iteration(s)"
 
 
 # ---------------------------------------------------------------------------
@@ -473,14 +586,25 @@ def load_trace(pagecache, path):
 
 
 def run_session(args, command, pagecache):
+    used_path = used_refusal = None
+    if args.states is None or any(s in USED_STATES for s in args.states):
+        used_path, used_refusal = used_trace(args.trace, args.used_trace)
+    if args.states is None:
+        # By default the used states run when a trace with access records
+        # is at hand (--used-trace given, or --trace has them).
+        args.states = [s for s in STATES if s not in USED_STATES
+                       or used_path or args.used_trace]
     states = args.states
     replay = find_replay(args.replay)
-    refused = refusals(states, replay, args.replay)
+    refused = refusals(states, replay, args.replay, used_refusal)
     for state, reason in refused.items():
         progress(f"state {state} refused: {reason}")
     active = [s for s in states if s not in refused]
     trace, paths = load_trace(pagecache, args.trace)
-    caches = CacheStates(pagecache, trace, paths, replay, args.trace)
+    if used_path and used_path != args.trace and any(s in USED_STATES for s in active):
+        # Every evicting state makes the same files cold: the used trace's too.
+        paths = list(dict.fromkeys(paths + load_trace(pagecache, used_path)[1]))
+    caches = CacheStates(pagecache, trace, paths, replay, args.trace, used_path)
     run_as = invoking_user()
     watch = ReadinessWatch(args.ready_regex, args.ready_file)
     governor = governor_note()
@@ -496,7 +620,8 @@ def run_session(args, command, pagecache):
         for iteration in range(args.n):
             for state in active:
                 fields, detail = prepare_and_run(
-                    state, caches, lambda s: run_once(command, args.timeout, watch, run_as))
+                    state, caches, lambda s, start=None: run_once(
+                        command, args.timeout, watch, run_as, start))
                 run = Run(len(runs), state, iteration, *fields)
                 runs.append(run)
                 writer.write(run)
@@ -511,7 +636,8 @@ def report_progress(run, total_runs, detail):
     if run.elapsed_s is not None:
         parts.append(f" {run.elapsed_s:.3f} s")
     if run.prefetch_s is not None:
-        parts.append(f" (replay {run.prefetch_s:.3f} s, total {_fmt(run.total_s)} s)")
+        beside = " beside it" if run.state == "concurrent" else ""
+        parts.append(f" (replay {run.prefetch_s:.3f} s{beside}, total {_fmt(run.total_s)} s)")
     if run.cold_fraction is not None:
         parts.append(f", {100 * run.cold_fraction:.1f}% of traced pages cold before")
     if detail:
@@ -534,10 +660,14 @@ examples:
       firefox-esr --headless --screenshot /tmp/s.png about:blank
   sudo startup-bench --trace app.log -n 10 --states selective,hot \\
       --ready-regex 'listening on' -- ./server
+  sudo trace --used -o used.log -c 'firefox-esr --headless ...'
+  sudo startup-bench --trace used.log -n 10 \\
+      --states selective,hot,prefetched,prefetched-used,concurrent -- firefox-esr ...
   startup-bench --summarize runs.csv --json
 
 exit status: 0 every run ok; 1 a run failed or timed out, a state was
-refused (cold without root, prefetched/simulated without replay), or the
+refused (cold without root, prefetched/prefetched-used/concurrent/simulated
+without replay, prefetched-used/concurrent without access records), or the
 trace was refused (empty, binary, unknown version, bad header) or names no
 file that exists; 2 bad usage or an unreadable runs CSV.
 """
@@ -566,16 +696,25 @@ def build_parser(prog=PROG):
         usage="%(prog)s --trace TRACE [options] -- CMD [ARGS...]\n"
               "       %(prog)s --summarize RUNS.csv [--json]",
         description="Time a command's startup in cold, selectively cold, hot, "
-                    "prefetched and simulated page-cache states.",
+                    "prefetched, prefetched-used, concurrent and simulated "
+                    "page-cache states.",
         epilog=EXAMPLES)
     parser.add_argument("-V", "--version", action="version",
                         version=f"%(prog)s (pagetrace) {__version__}")
     parser.add_argument("--trace", help="trace of the command's reads (format "
-                        "version 1 or 2; only its read records are used)")
+                        "version 1 or 2; its read records say what to make "
+                        "cold, hot or prefetch; with access records (trace "
+                        "--used) it is also the used trace)")
+    parser.add_argument("--used-trace", metavar="FILE",
+                        help="trace recorded with trace --used: which pages "
+                        "prefetched-used and concurrent prefetch (default: "
+                        "--trace, when it has access records)")
     parser.add_argument("-n", "--runs", dest="n", type=int, default=10,
                         help="runs per state (default 10)")
-    parser.add_argument("--states", type=parse_states, default=list(STATES),
-                        help=f"comma-separated, from {','.join(STATES)} (default all)")
+    parser.add_argument("--states", type=parse_states, default=None,
+                        help=f"comma-separated, from {','.join(STATES)} (default "
+                        "all; prefetched-used and concurrent only with a "
+                        "trace that has access records)")
     parser.add_argument("-o", "--output", "--csv", dest="csv", metavar="FILE",
                         help="write every run to this CSV")
     parser.add_argument("-j", "--json", action="store_true",
@@ -590,7 +729,7 @@ def build_parser(prog=PROG):
                         help="the start ends when PATH appears (removed before each run)")
     parser.add_argument("--replay", metavar="PATH",
                         help="the replayer (default: replay/replay of the source "
-                        "tree, then pagetrace-replay or replay on PATH)")
+                        "tree, then pagetrace-replay beside this script or on PATH)")
     parser.add_argument("--summarize", metavar="RUNS_CSV",
                         help="only summarize a CSV written earlier")
     return parser
@@ -649,6 +788,8 @@ def bench(args, command):
                  "refused": refused}
     summary = summarize(runs)
     compared = comparisons(summary)
+    compared["prefetch_gains"] = prefetch_gains(runs)
+    compared["best_prefetch_state"] = best_prefetch_state(compared["prefetch_gains"])
     if args.json:
         json.dump(summary_document(args, command, runs, summary, compared, extra),
                   sys.stdout, indent=1)

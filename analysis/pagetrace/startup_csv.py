@@ -14,7 +14,13 @@ from collections import namedtuple
 from . import stats
 
 # Cache states, coldest first: the order runs are made and shown in.
-STATES = ("cold", "selective", "hot", "prefetched", "simulated")
+STATES = ("cold", "selective", "hot", "prefetched", "prefetched-used",
+          "concurrent", "simulated")
+# The states that prefetch only the pages a start-up used: they need a
+# trace with access records (trace --used).
+USED_STATES = ("prefetched-used", "concurrent")
+# The states that prefetch, each against the selectively cold start.
+PREFETCH_STATES = ("prefetched", "prefetched-used", "concurrent")
 CSV_COLUMNS = ("run", "state", "iteration", "status", "elapsed_s",
                "prefetch_s", "total_s", "cold_fraction")
 STATUSES = ("ok", "failed", "timeout")
@@ -91,7 +97,9 @@ def _mean_of(values):
 
 def summarize(runs, states=STATES):
     """{state: figures} over the ok runs; times are total_s (elapsed_s plus
-    the preparatory replay, if any), which is what the user would wait."""
+    the preparatory replay, if any; for concurrent, whose prefetch runs
+    beside the command, elapsed_s itself), which is what the user would
+    wait."""
     summary = {}
     for state in states:
         mine = [r for r in runs if r.state == state]
@@ -134,8 +142,112 @@ def comparisons(summary):
         # Negative: the prefetched start (prefetch included) is faster.
         "prefetched_vs_selective_percent": _change_percent(
             mean.get("prefetched"), mean.get("selective")),
+        "prefetched_used_vs_selective_percent": _change_percent(
+            mean.get("prefetched-used"), mean.get("selective")),
+        "concurrent_vs_selective_percent": _change_percent(
+            mean.get("concurrent"), mean.get("selective")),
         "selective_minus_hot_s": None,
     }
     if mean.get("selective") is not None and mean.get("hot") is not None:
         result["selective_minus_hot_s"] = mean["selective"] - mean["hot"]
     return result
+
+
+# ---------------------------------------------------------------------------
+# What a prefetch gains, with intervals. The states run interleaved, one of
+# each per iteration, so the runs of one iteration share the machine's
+# drift: the figures pair them by iteration.
+
+def ratio_ci(numerators, denominators, confidence=0.95):
+    """(ratio, low, high) of mean(numerators) / mean(denominators), paired
+    values, with Fieller's interval (E. C. Fieller, "Some problems in
+    interval estimation", 1954): the ratios r for which the mean of
+    n - r * d is not significantly different from 0 by Student's t.
+    low and high are None when the interval is not bounded (the
+    denominator's mean is not significantly different from 0) or there
+    are fewer than two pairs; ratio is None when mean(denominators) is 0."""
+    n = len(numerators)
+    if n == 0:
+        return None, None, None
+    a = sum(numerators) / n
+    b = sum(denominators) / n
+    ratio = a / b if b else None
+    if n < 2:
+        return ratio, None, None
+    t2 = stats.t_quantile(0.5 + confidence / 2.0, n - 1) ** 2
+
+    def covariance(xs, mx, ys, my):
+        return sum((x - mx) * (y - my) for x, y in zip(xs, ys)) / (n - 1) / n
+
+    vaa = covariance(numerators, a, numerators, a)
+    vbb = covariance(denominators, b, denominators, b)
+    vab = covariance(numerators, a, denominators, b)
+    # (a - r b)^2 = t^2 (vaa - 2 r vab + r^2 vbb), solved for r.
+    qa = b * b - t2 * vbb
+    qb = a * b - t2 * vab
+    qc = a * a - t2 * vaa
+    if qa <= 0:
+        return ratio, None, None
+    # With qa > 0 the quadratic is <= 0 at r = a / b, so it has real roots:
+    # a negative discriminant is rounding (proportional pairs), i.e. 0.
+    root = math.sqrt(max(0.0, qb * qb - qa * qc))
+    return ratio, (qb - root) / qa, (qb + root) / qa
+
+
+def paired_totals(runs, states):
+    """[{state: total_s}] for the iterations in which every one of `states`
+    has exactly one ok run with a time, in iteration order."""
+    by_iteration = {}
+    for r in runs:
+        if r.state in states:
+            by_iteration.setdefault(r.iteration, []).append(r)
+    paired = []
+    for iteration in sorted(by_iteration):
+        mine = by_iteration[iteration]
+        ok = {r.state: r.total_s for r in mine
+              if r.status == "ok" and r.total_s is not None}
+        if len(mine) == len(states) and len(ok) == len(states):
+            paired.append(ok)
+    return paired
+
+
+def _percent_or_none(value):
+    return None if value is None else 100.0 * value
+
+
+def prefetch_gains(runs, confidence=0.95):
+    """{state: figures} for each prefetch state run with selective: its
+    total against the selectively cold start, in percent, over the
+    iterations where both ran ok; and, where hot ran too, the share of the
+    I/O cost (selective - hot) it recovers, (selective - state) /
+    (selective - hot), over the iterations where all three ran ok. Each
+    with Fieller's interval (ratio_ci)."""
+    gains = {}
+    for state in PREFETCH_STATES:
+        pairs = paired_totals(runs, ("selective", state))
+        if not pairs:
+            continue
+        change, change_low, change_high = ratio_ci(
+            [p[state] - p["selective"] for p in pairs],
+            [p["selective"] for p in pairs], confidence)
+        triples = paired_totals(runs, ("selective", "hot", state))
+        recovered, low, high = ratio_ci(
+            [p["selective"] - p[state] for p in triples],
+            [p["selective"] - p["hot"] for p in triples], confidence)
+        gains[state] = {
+            "iterations": len(pairs),
+            "vs_selective_percent": _percent_or_none(change),
+            "vs_selective_ci95_low_percent": _percent_or_none(change_low),
+            "vs_selective_ci95_high_percent": _percent_or_none(change_high),
+            "recovered_iterations": len(triples),
+            "recovered_fraction": recovered,
+            "recovered_ci95_low": low,
+            "recovered_ci95_high": high}
+    return gains
+
+
+def best_prefetch_state(gains):
+    """The prefetch state that recovers the most of the I/O cost, or None."""
+    known = [(g["recovered_fraction"], state) for state, g in gains.items()
+             if g["recovered_fraction"] is not None]
+    return max(known)[1] if known else None
