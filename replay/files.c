@@ -2,11 +2,14 @@
  * blocking on something that is not a regular file, evicting them. */
 #include "replay.h"
 #include "array.h"
+#include "tracefile.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <linux/fs.h>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -154,11 +157,22 @@ static int open_read_only(struct replay *r, struct replay_file *file)
 	return -1;
 }
 
+/* Bytes of the block device open on FD; 0 if it cannot tell. */
+static uint64_t device_size(int fd)
+{
+	uint64_t size = 0;
+
+	if (ioctl(fd, BLKGETSIZE64, &size) < 0)
+		return 0;
+	return size;
+}
+
 /* stat() first, so that directories, FIFOs and devices are never opened;
  * fstat() after, in case the path changed in between. */
 static void open_one(struct replay *r, struct replay_file *file)
 {
 	struct stat st;
+	mode_t mode;
 	int fd;
 
 	if (stat(file->path, &st) < 0) {
@@ -166,14 +180,17 @@ static void open_one(struct replay *r, struct replay_file *file)
 			  errmsg_strerror(errno));
 		return;
 	}
-	if (!S_ISREG(st.st_mode)) {
+	/* A block device is the path of metadata records (docs/trace-format.md). */
+	if (!S_ISREG(st.st_mode) && !(S_ISBLK(st.st_mode) &&
+	    tracefile_is_metadata(file->path, file->path_len))) {
 		skip_file(r, file, SKIP_NOT_REGULAR, file_type_name(st.st_mode));
 		return;
 	}
+	mode = st.st_mode & S_IFMT;
 	fd = open_read_only(r, file);
 	if (fd < 0)
 		return;
-	if (fstat(fd, &st) < 0 || !S_ISREG(st.st_mode) ||
+	if (fstat(fd, &st) < 0 || (st.st_mode & S_IFMT) != mode ||
 	    fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) < 0) {
 		skip_file(r, file, SKIP_NOT_REGULAR,
 			  "changed into something else while opened");
@@ -182,8 +199,8 @@ static void open_one(struct replay *r, struct replay_file *file)
 	}
 	file->fd = fd;
 	file->state = FILE_OPEN;
-	file->dev = st.st_dev;
-	file->size = (uint64_t)st.st_size;
+	file->dev = S_ISBLK(st.st_mode) ? st.st_rdev : st.st_dev;
+	file->size = S_ISBLK(st.st_mode) ? device_size(fd) : (uint64_t)st.st_size;
 	file->align = dio_alignment(fd, file);
 	if (file->align == 0)
 		file->align = st.st_blksize > 0 ? (uint64_t)st.st_blksize : 4096;

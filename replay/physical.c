@@ -76,11 +76,23 @@ cleanup:
 	return ret;
 }
 
+/* A block device (metadata records) is its own map: offset = physical. */
+static int map_device(struct replay_file *file)
+{
+	struct fiemap_extent whole = { .fe_length = file->size };
+	struct stat st;
+	size_t cap = 0;
+
+	if (fstat(file->fd, &st) < 0 || !S_ISBLK(st.st_mode))
+		return -1;
+	return append_extent(file, &cap, &whole) < 0 ? -1 : 0;
+}
+
 void map_file_extents(struct replay *r, struct replay_file *file)
 {
 	char *what;
 
-	if (read_extents(file) == 0)
+	if (map_device(file) == 0 || read_extents(file) == 0)
 		return;
 	free(file->extents);
 	file->extents = NULL;

@@ -737,6 +737,11 @@ int tracefile_defect_is_offset(enum tracefile_defect defect)
 	       defect == TRACEFILE_DEFECT_UNALIGNED;
 }
 
+int tracefile_is_metadata(const char *path, size_t len)
+{
+	return len > 5 && memcmp(path, "/dev/", 5) == 0;
+}
+
 const char *tracefile_kind_name(enum tracefile_kind kind)
 {
 	return kind < TRACEFILE_KIND_COUNT ? kind_names[kind] : "?";

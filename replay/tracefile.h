@@ -116,6 +116,10 @@ void tracefile_close(struct tracefile *tf);
  * unaligned). */
 int tracefile_defect_is_offset(enum tracefile_defect defect);
 
+/* A metadata record: its path is a device node, /dev/... (docs/trace-format.md,
+ * "Metadata records"), its offset a byte offset on the device. */
+int tracefile_is_metadata(const char *path, size_t len);
+
 /* "read", "access", "map". */
 const char *tracefile_kind_name(enum tracefile_kind kind);
 

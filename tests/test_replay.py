@@ -24,7 +24,7 @@ JSON_KEYS = ["tool", "format", "trace", "order", "mode", "grouped",
              "max_request_bytes", "queue_depth", "requests", "pages", "bytes",
              "files", "elapsed_s", "mib_per_s", "mean_request_bytes", "seeks",
              "seek_distance_bytes", "skipped", "used", "trace_records",
-             "unused_pages"]
+             "unused_pages", "throttle"]
 SKIP_KEYS = ["missing", "not_regular", "short_file", "malformed",
              "bad_offset", "special_path", "odirect_refused", "io_error"]
 
@@ -728,7 +728,6 @@ BAD_INPUTS = {
     "directory": (("{mnt}/dir", 0), "not_regular", "is a directory"),
     "fifo": (("{mnt}/fifo", 0), "not_regular", "is a FIFO"),
     "char_device": (("/dev/null", 0), "not_regular", "is a character device"),
-    "block_device": (("{loop}", 0), "not_regular", "is a block device"),
     "symlink_loop": (("{mnt}/loop1", 0), "missing",
                      "Too many levels of symbolic links"),
     "short_file": (("{mnt}/tail", 65536), "short_file",

@@ -5,6 +5,10 @@
  * That one test is what makes a page "read from storage" (see trace.bpf.c).
  * Shared by trace (read records) and cachestat/cachetop (pending pages).
  *
+ * With want_metadata, pages that belong to no regular file become runs of
+ * *metadata*: device pages, numbered from the bio's sector (see
+ * metadata_page() for which pages those are).
+ *
  * The includer defines on_read_run(walk) before including this header: it
  * receives each run (walk->run) as the walk moves on, and must also be
  * called for the last run after walk_bio().
@@ -34,12 +38,17 @@ struct read_context {
 	__u32 armed;
 };
 
-/* A run of consecutive pages of one file inside one bio. */
+/* A run of consecutive pages of one file, or of one device, inside one bio. */
 struct page_run {
-	__u64 inode;
-	__u64 first;
+	__u64 inode;		/* metadata: 0 */
+	__u64 first;		/* metadata: page of the device */
 	__u64 nr_pages;
+	__u32 metadata;		/* a run of metadata pages of device `dev` */
+	__u32 dev;
 };
+
+/* trace: also record metadata (cachestat and cachetop count file pages only). */
+const volatile bool want_metadata = false;
 
 struct bio_walk;
 static __always_inline void on_read_run(struct bio_walk *walk);
@@ -58,39 +67,67 @@ static __always_inline struct inode *file_being_filled(struct folio *folio)
 	return inode;
 }
 
+/*
+ * Is this page, which is no regular file's page being filled, a metadata
+ * page being read: a filesystem's own buffer, or a page of the block device's
+ * page cache? Excluded: anonymous and shmem pages and the swap cache (swap-
+ * backed; so swap-ins are not metadata), pages with a mapping flag (anon, KSM,
+ * movable), regular files' pages (an O_DIRECT buffer that is a mapped file),
+ * and uptodate pages (an O_DIRECT read into a mapped device). What is left:
+ *  - slab pages and pages with no mapping at all: buffers a filesystem
+ *    allocates for itself (xfs_buf, kmalloc'ed or whole folios);
+ *  - !uptodate pages of a non-regular inode: the block device's page cache
+ *    (ext4's buffer heads: inode tables, directories, extent blocks,
+ *    bitmaps), directory pages of filesystems that keep them in the page
+ *    cache. Buffer-head reads do not lock the folio, so unlike file pages
+ *    the lock is not asked for.
+ */
+static __always_inline bool metadata_page(struct folio *folio)
+{
+	unsigned long raw, flags;
+	struct inode *host;
+
+	flags = folio_flags_word(folio);
+	if (folio_is_swapbacked(flags))
+		return false;
+	raw = (unsigned long)BPF_CORE_READ(folio, mapping);
+	if (!raw)
+		return true;
+	if (raw & MAPPING_FLAG_BITS)
+		return false;
+	host = BPF_CORE_READ((struct address_space *)raw, host);
+	if (!host || (BPF_CORE_READ(host, i_mode) & S_IFMT) == S_IFREG)
+		return false;
+	return !flags_uptodate(flags);
+}
+
 /* State of one walk over a bio's vectors. */
 struct bio_walk {
 	__u64 vecs;		/* struct bio_vec * */
 	__u32 idx;		/* next vector */
 	__u32 skip;		/* bytes of it already done (cloned bios) */
 	__u32 left;		/* bytes of the bio not walked yet */
-	__u32 pad;
+	__u32 size;		/* bytes of the bio */
+	__u64 bio;		/* struct bio *: its device, for metadata */
+	__u64 device_byte;	/* where the bio starts on its device, once known */
+	__u32 dev;
+	__u32 device_known;
 	__u64 ts_ns;
 	struct page_run run;
 	struct read_context hint;	/* the thread's, as it was when the bio was queued */
 };
 
 /*
- * Add the bytes [offset, offset + len) of the bvec starting at @page to the
- * walk's run, handing the run to on_read_run() first when this segment does
- * not continue it.
+ * Add pages [first, last] of @inode (or, for metadata, of the walk's device)
+ * to the walk's run, handing the run to on_read_run() first when they do not
+ * continue it.
  */
-static __always_inline void add_segment(struct bio_walk *walk, struct page *page,
-					__u32 offset, __u32 len)
+static __always_inline void add_pages(struct bio_walk *walk, __u64 inode, __u32 metadata,
+				      __u64 first, __u64 last)
 {
 	struct page_run *run = &walk->run;
-	struct folio *folio = page_to_folio(page);
-	struct inode *inode = file_being_filled(folio);
-	__u64 byte, first, last, index;
 
-	if (!inode || !len)
-		return;
-	index = BPF_CORE_READ(folio, index);
-	byte = (page_nr_in_folio(page, folio) << page_shift) + offset;
-	first = index + (byte >> page_shift);
-	last = index + ((byte + len - 1) >> page_shift);
-
-	if (run->inode == (__u64)inode && first >= run->first &&
+	if (run->inode == inode && run->metadata == metadata && first >= run->first &&
 	    first <= run->first + run->nr_pages) {
 		/* Continues the run, or shares its last page (sub-page blocks). */
 		if (last + 1 > run->first + run->nr_pages)
@@ -98,9 +135,57 @@ static __always_inline void add_segment(struct bio_walk *walk, struct page *page
 		return;
 	}
 	on_read_run(walk);
-	run->inode = (__u64)inode;
+	run->inode = inode;
+	run->metadata = metadata;
+	run->dev = walk->dev;
 	run->first = first;
 	run->nr_pages = last - first + 1;
+}
+
+/* Metadata: the device pages under bytes [pos, pos + len) of the bio. */
+static __always_inline void add_metadata(struct bio_walk *walk, __u32 pos, __u32 len)
+{
+	struct bio *bio = (struct bio *)walk->bio;
+	__u64 byte;
+
+	if (!walk->device_known) {
+		walk->device_byte = bio_device_byte(bio);
+		walk->dev = bio_device(bio);
+		walk->device_known = 1;
+	}
+	byte = walk->device_byte + pos;
+	add_pages(walk, 0, 1, byte >> page_shift, (byte + len - 1) >> page_shift);
+}
+
+/*
+ * The bytes [offset, offset + len) of the bvec starting at @page, which are
+ * bytes [pos, pos + len) of the bio: a file's pages, metadata, or neither.
+ */
+static __always_inline void add_segment(struct bio_walk *walk, struct page *page,
+					__u32 offset, __u32 len, __u32 pos)
+{
+	struct folio *folio = page_to_folio(page);
+	struct inode *inode;
+	__u64 byte, index;
+
+	if (!len)
+		return;
+	/* A slab page's mapping word is the slab's own: never read it as one. */
+	if (folio_is_slab(folio)) {
+		if (want_metadata && bio_names_device())
+			add_metadata(walk, pos, len);
+		return;
+	}
+	inode = file_being_filled(folio);
+	if (!inode) {
+		if (want_metadata && bio_names_device() && metadata_page(folio))
+			add_metadata(walk, pos, len);
+		return;
+	}
+	index = BPF_CORE_READ(folio, index);
+	byte = (page_nr_in_folio(page, folio) << page_shift) + offset;
+	add_pages(walk, (__u64)inode, 0, index + (byte >> page_shift),
+		  index + ((byte + len - 1) >> page_shift));
 }
 
 /* One vector, the way bio_for_each_bvec steps: from the bio's iterator. */
@@ -121,7 +206,7 @@ static long walk_one_bvec(__u32 i, struct bio_walk *walk)
 		len = walk->left;
 	if (!len)
 		return 1;	/* a malformed vector: stop rather than spin */
-	add_segment(walk, vec.bv_page, vec.bv_offset + walk->skip, len);
+	add_segment(walk, vec.bv_page, vec.bv_offset + walk->skip, len, walk->size - walk->left);
 	walk->left -= len;
 	walk->skip = 0;
 	return 0;
@@ -154,7 +239,8 @@ static __always_inline bool start_bio_walk(struct bio *bio, struct bio_walk *wal
 	walk->vecs = (__u64)BPF_CORE_READ(bio, bi_io_vec);
 	walk->idx = BPF_CORE_READ(bio, bi_iter.bi_idx);
 	walk->skip = BPF_CORE_READ(bio, bi_iter.bi_bvec_done);
-	walk->left = BPF_CORE_READ(bio, bi_iter.bi_size);
+	walk->left = walk->size = BPF_CORE_READ(bio, bi_iter.bi_size);
+	walk->bio = (__u64)bio;
 	return walk->vecs && walk->left;
 }
 

@@ -90,6 +90,67 @@ static __always_inline struct address_space *folio_file_mapping(const struct fol
 }
 
 /*
+ * Slab pages (kmalloc'ed buffers, such as xfs's sub-page metadata buffers)
+ * reuse the words where a folio keeps its mapping, so they must be told
+ * apart before folio->mapping is trusted. v6.12 moved page types to the top
+ * byte of page->page_type (enum pagetype, PGTY_slab); before v6.10 "mm: free
+ * up PG_slab" (Matthew Wilcox, 2024) they were flagged with PG_slab. Kernels
+ * v6.10 and v6.11, with the interim encoding, are not recognised here.
+ */
+enum pagetype___pgty { PGTY_slab___pgty = 0 };
+enum pageflags___slab { PG_slab___slab = 0 };
+
+static __always_inline bool folio_is_slab(const struct folio *folio)
+{
+	if (bpf_core_enum_value_exists(enum pagetype___pgty, PGTY_slab___pgty)) {
+		unsigned int type = 0;
+
+		bpf_core_read(&type, sizeof(type), &((struct page *)folio)->page_type);
+		return (type >> 24) == bpf_core_enum_value(enum pagetype___pgty, PGTY_slab___pgty);
+	}
+	if (bpf_core_enum_value_exists(enum pageflags___slab, PG_slab___slab))
+		return folio_flags_word(folio) &
+		       (1UL << bpf_core_enum_value(enum pageflags___slab, PG_slab___slab));
+	return false;
+}
+
+/* Anonymous and shmem folios, and the swap cache's, are swap-backed. */
+static __always_inline bool folio_is_swapbacked(unsigned long flags_word)
+{
+	return flags_word & (1UL << bpf_core_enum_value(enum pageflags, PG_swapbacked));
+}
+
+static __always_inline bool flags_uptodate(unsigned long flags_word)
+{
+	return flags_word & (1UL << bpf_core_enum_value(enum pageflags, PG_uptodate));
+}
+
+/*
+ * Partition bios are remapped to the whole disk (bi_sector += bd_start_sect,
+ * blk_partition_remap() in submit_bio_noacct()) before block_bio_queue
+ * fires; bi_bdev still names the partition (bio_names_device() first). The offset on the device the bio
+ * names is therefore bi_sector - bd_start_sect (0 for a whole disk).
+ */
+static __always_inline bool bio_names_device(void)
+{
+	/* v5.12 "block: switch bio to bi_bdev" (Christoph Hellwig, 2021) */
+	return bpf_core_field_exists(((struct bio *)0)->bi_bdev);
+}
+
+static __always_inline __u32 bio_device(struct bio *bio)
+{
+	return BPF_CORE_READ(bio, bi_bdev, bd_dev);
+}
+
+static __always_inline __u64 bio_device_byte(struct bio *bio)
+{
+	__u64 sector = BPF_CORE_READ(bio, bi_iter.bi_sector);
+	__u64 start = BPF_CORE_READ(bio, bi_bdev, bd_start_sect);
+
+	return (sector >= start ? sector - start : sector) << 9;
+}
+
+/*
  * v3.2 "vfs: protect i_nlink" made i_nlink a const alias of __i_nlink;
  * read the writable name, which every kernel we can run on has.
  */

@@ -257,6 +257,52 @@ char *resolve_path(const struct path_event *e)
 	return text;
 }
 
+/*
+ * The node of block device @dev: /dev/ plus the kernel's name for it
+ * (DEVNAME in /sys/dev/block/MAJ:MIN/uevent, the name devtmpfs gives it);
+ * //unknown/MAJ:MIN/0 when sysfs does not know it.
+ */
+static char *device_node(__u32 dev)
+{
+	char where[64], line[256], *text = NULL, *escaped;
+	struct file_id id = { .dev = dev };
+	FILE *uevent;
+
+	snprintf(where, sizeof(where), "/sys/dev/block/%u:%u/uevent", dev >> 20, dev & 0xfffff);
+	uevent = fopen(where, "re");
+	while (uevent && fgets(line, sizeof(line), uevent)) {
+		if (strncmp(line, "DEVNAME=", 8))
+			continue;
+		line[strcspn(line, "\n")] = '\0';
+		if (asprintf(&text, "/dev/%s", line + 8) < 0)
+			text = NULL;
+		break;
+	}
+	if (uevent)
+		fclose(uevent);
+	if (!text)
+		return unknown_path(&id);
+	escaped = escaped_string(text);
+	free(text);
+	return escaped;
+}
+
+struct known_file *known_device(__u32 dev)
+{
+	struct file_id id = { .dev = dev };
+	struct known_file *slot = files.capacity ? file_slot(&id) : NULL;
+	char *node;
+
+	if (slot && slot->path)
+		return slot;
+	node = device_node(dev);
+	if (!node)
+		return NULL;
+	remember_file(&id, node);
+	slot = file_slot(&id);
+	return slot->path ? slot : NULL;
+}
+
 struct known_file *known_file(const struct file_id *id)
 {
 	struct known_file *slot = files.capacity ? file_slot(id) : NULL;

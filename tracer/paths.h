@@ -41,5 +41,7 @@ void remember_file(const struct file_id *id, char *path);
 /* The entry of @id, made //unknown/... if its name never came; NULL when out of memory. */
 struct known_file *known_file(const struct file_id *id);
 struct known_file *file_slot(const struct file_id *id);
+/* The entry of block device @dev (file id {dev, 0, 0}): its node, /dev/NAME. */
+struct known_file *known_device(__u32 dev);
 
 #endif /* PAGETRACE_PATHS_H */

@@ -92,32 +92,60 @@ static __always_inline void on_path_lost(void)
 
 #include "file_path.bpf.h"
 
-__noinline int emit_page_run(__u64 inode_addr, __u64 first, __u64 nr_pages,
-			     __u64 ts_ns, __u32 cause)
+/* A pages event for @nr_pages pages from @first, its file left to the caller. */
+static __always_inline struct pages_event *reserve_pages(__u64 first, __u64 nr_pages,
+							 __u64 ts_ns, __u32 cause)
 {
-	struct inode *inode = (struct inode *)inode_addr;
-	struct pages_event *event;
+	struct pages_event *event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
 	__u64 id;
 
-	if (!inode || !nr_pages)
-		return 0;
-	emit_file_path(inode_addr);
-	event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
 	if (!event) {
 		count(COUNTER_LOST_RINGBUF);
-		return 0;
+		return NULL;
 	}
 	id = bpf_get_current_pid_tgid();
 	event->kind = EVENT_PAGES;
 	event->nr_pages = nr_pages;
 	event->ts_ns = ts_ns;
-	file_id_of(inode, &event->file);
 	event->index = first;
 	event->pid = id >> 32;
 	event->tid = (__u32)id;
 	event->cause = cause;
 	event->page_shift = page_shift;
 	bpf_get_current_comm(event->comm, sizeof(event->comm));
+	return event;
+}
+
+__noinline int emit_page_run(__u64 inode_addr, __u64 first, __u64 nr_pages,
+			     __u64 ts_ns, __u32 cause)
+{
+	struct inode *inode = (struct inode *)inode_addr;
+	struct pages_event *event;
+
+	if (!inode || !nr_pages)
+		return 0;
+	emit_file_path(inode_addr);
+	event = reserve_pages(first, nr_pages, ts_ns, cause);
+	if (!event)
+		return 0;
+	file_id_of(inode, &event->file);
+	bpf_ringbuf_submit(event, wakeup_flags());
+	return 0;
+}
+
+/* Metadata: pages of device @dev (file id: the device, inode 0). */
+__noinline int emit_metadata_run(__u32 dev, __u64 first, __u64 nr_pages, __u64 ts_ns)
+{
+	struct pages_event *event;
+
+	if (!nr_pages)
+		return 0;
+	event = reserve_pages(first, nr_pages, ts_ns, CAUSE_METADATA);
+	if (!event)
+		return 0;
+	event->file.dev = dev;
+	event->file.generation = 0;
+	event->file.ino = 0;
 	bpf_ringbuf_submit(event, wakeup_flags());
 	return 0;
 }
@@ -186,6 +214,10 @@ static __always_inline __u32 cause_for(const struct read_context *hint, __u64 in
 /* bio_pages.bpf.h hook: a run of pages read from storage becomes a record. */
 static __always_inline void on_read_run(struct bio_walk *walk)
 {
+	if (walk->run.metadata) {
+		emit_metadata_run(walk->run.dev, walk->run.first, walk->run.nr_pages, walk->ts_ns);
+		return;
+	}
 	emit_page_run(walk->run.inode, walk->run.first, walk->run.nr_pages, walk->ts_ns,
 		      cause_for(&walk->hint, walk->run.inode));
 }

@@ -32,6 +32,7 @@ enum read_cause {
 	CAUSE_ASYNC_RA,
 	CAUSE_FORCED_RA,	/* readahead(2), WILLNEED, ra disabled */
 	CAUSE_FAULT,		/* mmap fault and fault read-around */
+	CAUSE_METADATA,		/* no regular file's page: file id is {device, 0, 0} */
 };
 
 /* Slots of the per-CPU counters map. */

@@ -165,6 +165,8 @@ static struct trace_bpf *open_and_load(bool use_btf, int *err)
 	skel->rodata->use_bpf_loop = !opts.no_bpf_loop &&
 		libbpf_probe_bpf_helper(BPF_PROG_TYPE_RAW_TRACEPOINT, BPF_FUNC_loop, NULL) == 1;
 	run.walk_name = skel->rodata->use_bpf_loop ? "bpf_loop" : "unrolled";
+	/* Unrolled, the metadata branch makes the walk too long to verify. */
+	skel->rodata->want_metadata = skel->rodata->use_bpf_loop;
 	if (opts.used && !skel->rodata->use_bpf_loop) {
 		errmsg("--used", "the kernel lacks bpf_loop (v5.17), which --used needs");
 		*err = -ENOENT;

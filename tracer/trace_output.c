@@ -24,7 +24,7 @@ struct run_state run = { .page_size = 4096 };
 static const char *const cause_names[] = {
 	[CAUSE_UNKNOWN] = "-", [CAUSE_READ] = "read", [CAUSE_SYNC_RA] = "sync_ra",
 	[CAUSE_ASYNC_RA] = "async_ra", [CAUSE_FORCED_RA] = "forced_ra",
-	[CAUSE_FAULT] = "fault",
+	[CAUSE_FAULT] = "fault", [CAUSE_METADATA] = "metadata",
 };
 
 unsigned long long clock_ns(clockid_t clock)
@@ -130,10 +130,19 @@ static void write_extra(__u32 pid, __u32 tid, const char *raw_comm, const char *
 		(unsigned long long)file->ino);
 }
 
+/* The device node of a metadata record; not counted in files=. */
+static const char *path_of_device(__u32 dev)
+{
+	struct known_file *slot = known_device(dev);
+
+	return slot ? slot->path : "//unknown";
+}
+
 static void write_pages(const struct pages_event *e)
 {
 	unsigned long long ts_us = realtime_us(e->ts_ns);
-	const char *path = path_of(&e->file);
+	bool metadata = e->cause == CAUSE_METADATA;
+	const char *path = metadata ? path_of_device(e->file.dev) : path_of(&e->file);
 	unsigned long long page_bytes = 1ULL << e->page_shift;
 	const char *cause = e->cause < sizeof(cause_names) / sizeof(*cause_names) ?
 			    cause_names[e->cause] : "-";
@@ -147,6 +156,8 @@ static void write_pages(const struct pages_event *e)
 		putc('\n', run.out);
 	}
 	run.pages += e->nr_pages;
+	if (metadata)
+		run.metadata_pages += e->nr_pages;
 	run.end_mono_ns = e->ts_ns;
 }
 
@@ -199,8 +210,9 @@ int handle_event(void *ctx, void *data, size_t size)
 
 void write_trailer(const struct lost_counts *lost, unsigned long long duration_us)
 {
-	fprintf(run.out, "# end: pages=%llu bytes=%llu files=%zu duration_us=%llu lost=%llu",
-		run.pages, run.pages * run.page_size, files.files_read, duration_us, lost->total);
+	fprintf(run.out, "# end: pages=%llu bytes=%llu files=%zu duration_us=%llu lost=%llu "
+		"metadata=%llu", run.pages, run.pages * run.page_size, files.files_read, duration_us,
+		lost->total, run.metadata_pages);
 	if (opts.used)
 		fprintf(run.out, " accessed=%llu mapped=%llu", run.accessed, run.mapped);
 	putc('\n', run.out);
@@ -220,8 +232,9 @@ void report(const struct lost_counts *lost, unsigned long long duration_us)
 			lost->ringbuf || lost->path ? ": try a larger --ringbuf-size" : "");
 	if (opts.quiet)
 		return;
-	fprintf(stderr, "%s: %llu pages, %.1f MiB, %zu files, %.2f s, %.0f events/s, %llu lost\n",
-		TOOL, run.pages, run.pages * (double)run.page_size / (1 << 20), files.files_read,
+	fprintf(stderr, "%s: %llu pages (%llu metadata), %.1f MiB, %zu files, %.2f s, "
+		"%.0f events/s, %llu lost\n", TOOL, run.pages, run.metadata_pages,
+		run.pages * (double)run.page_size / (1 << 20), files.files_read,
 		seconds, seconds > 0 ? run.bios / seconds : 0.0, lost->total);
 }
 

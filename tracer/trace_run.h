@@ -49,6 +49,7 @@ struct run_state {
 	long long realtime_offset_ns;	/* REALTIME - MONOTONIC at start */
 	unsigned long long start_mono_ns, end_mono_ns;
 	unsigned long long pages, bios;
+	unsigned long long metadata_pages;	/* of pages: metadata records */
 	unsigned long long accessed, mapped;	/* --used: access and map records */
 	long page_size;
 	bool write_failed;

@@ -51,6 +51,11 @@ def cmd_summary(args):
         f"{_rate(totals['throughput_bytes_per_s'])}; "
         f"{seeks['original']['requests']:,} requests, "
         f"{seeks['original']['seeks']:,} seeks\n")
+    if totals["metadata_pages"]:
+        sys.stdout.write(
+            f"metadata: {totals['metadata_pages']:,} pages, "
+            f"{totals['metadata_pages'] * metrics.page_size_of(frame):,} bytes "
+            f"(of the total), from {', '.join(totals['metadata_devices'])}\n")
     return 0
 
 

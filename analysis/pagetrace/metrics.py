@@ -12,12 +12,18 @@ about where they are on disk. In physical space (from a replay plan) the
 previous request is the previous one on the same device, which has its own
 head; requests without a physical offset are left out.
 
+Metadata records (a device node's pages, docs/trace-format.md) are pages
+read from storage too: they are in `pages` and `bytes`, and counted apart in
+`metadata_pages`; `files` counts files only.
+
 Everything here is about pages read from storage: in a version 2 trace
 (`trace --used`) only the `read` records count, never the `access` and
 `map` records that say which pages the program used (see waste.py).
 """
 import numpy as np
 import pandas as pd
+
+from .tracefile import METADATA_PREFIX, is_metadata
 
 # The request size replay documents as its default (docs/data-formats.md
 # example, `max_request_bytes`).
@@ -36,6 +42,16 @@ def read_records(frame):
     reads = frame.loc[is_read]
     reads.attrs = dict(frame.attrs)
     return reads
+
+
+def metadata_rows(frame):
+    """Boolean array: the rows that are metadata records (a device node's
+    pages, docs/trace-format.md), told by the path alone."""
+    paths = frame["path"]
+    if hasattr(paths, "cat"):
+        flags = np.array([is_metadata(str(p)) for p in paths.cat.categories] + [False])
+        return flags[paths.cat.codes.to_numpy()]
+    return paths.astype(str).str.startswith(METADATA_PREFIX).to_numpy()
 
 
 def page_size_of(frame, page_size=None):
@@ -72,11 +88,15 @@ def totals(frame, page_size=None):
     duration_us = int(frame["ts_us"].max() - frame["ts_us"].min()) \
         if pages else 0
     unique_pages = int(len(frame.drop_duplicates(["path", "offset"])))
+    metadata = metadata_rows(frame)
     return {
         "pages": pages,
         "unique_pages": unique_pages,
         "bytes": pages * page_size,
-        "files": int(frame["path"].nunique()),
+        # Metadata records are in pages and bytes, apart here; not files.
+        "metadata_pages": int(metadata.sum()),
+        "metadata_devices": sorted(frame["path"][metadata].astype(str).unique()),
+        "files": int(frame["path"][~metadata].nunique()),
         "duration_us": duration_us,
         # Bytes read per second of trace time: how fast the program pulled
         # pages from disk while it ran.

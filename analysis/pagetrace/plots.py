@@ -53,7 +53,8 @@ def _subplots(figsize, ncols=1, **kwargs):
 def _file_colours(*frames):
     """Colour per file: the LEGEND_FILES most read files (over all
     `frames`) get their own."""
-    pages = pd.concat([f["path"].astype(str) for f in frames]).value_counts(
+    pages = pd.concat([f["path"].astype(str)[~metrics.metadata_rows(f)]
+                       for f in frames]).value_counts(
         sort=True) if frames else pd.Series(dtype=int)
     top = [p for p in pages.index[:LEGEND_FILES]]
     cycle = matplotlib.colormaps["tab10"].colors
@@ -75,12 +76,19 @@ def _draw_offset_time(ax, frame, colours, unused=None):
         else np.zeros(0)
     offset_mib = frame["offset"].to_numpy() / MIB
     paths = frame["path"].astype(str).to_numpy()
+    metadata = metrics.metadata_rows(frame) if len(frame) else np.zeros(0, bool)
+    if metadata.any():
+        _draw_metadata(ax, ts_ms[metadata], offset_mib[metadata], paths[metadata])
+        # Files only from here on: device offsets are on an axis of their own.
+        paths = np.where(metadata, "", paths)
+        if unused is not None:
+            unused = unused & ~metadata
     for path, colour in colours.items():
         mine = paths == path
         if mine.any():
             ax.scatter(ts_ms[mine], offset_mib[mine], s=4, color=colour,
                        label=escape(path), linewidths=0)
-    others = ~np.isin(paths, list(colours))
+    others = ~np.isin(paths, list(colours)) & ~metadata
     if others.any():
         ax.scatter(ts_ms[others], offset_mib[others], s=4, color=OTHER_COLOUR,
                    label=f"{len(set(paths[others]))} other files",
@@ -93,6 +101,17 @@ def _draw_offset_time(ax, frame, colours, unused=None):
     ax.set_xlabel("time since first read (ms)")
     ax.set_ylabel("offset in file (MiB)")
     return ts_ms, offset_mib
+
+
+def _draw_metadata(ax, ts_ms, offset_mib, devices):
+    """Metadata records (device pages) as black crosses against a second
+    axis, offset on the device: they are no file's pages."""
+    twin = ax.twinx()
+    twin.scatter(ts_ms, offset_mib, s=8, marker="x", color="black", linewidths=0.5)
+    twin.set_ylabel("metadata: offset on device (MiB)")
+    ax.scatter([], [], s=8, marker="x", color="black", linewidths=0.5,
+               label=f"metadata, {len(ts_ms):,} pages of "
+               + ", ".join(escape(d) for d in sorted(set(devices))))
 
 
 def plot_offset_time(frame, zoom=False, zoom_fraction=0.1, title=None,

@@ -30,6 +30,9 @@ BASE_COLUMNS = ("timestamp_us", "path", "offset")
 TRAILER_KEYS = ("pages", "bytes", "files", "duration_us", "lost")
 TRAILER_KEYS_V2 = TRAILER_KEYS + ("accessed", "mapped")
 UINT64_MAX = 2**64 - 1
+# Metadata records (docs/trace-format.md): a page of a block device, whose
+# path is its node. trace never records a regular file under /dev/.
+METADATA_PREFIX = "/dev/"
 # Longest piece of a bad value quoted in a reason (as the C reader).
 QUOTE_MAX = 64
 
@@ -414,16 +417,23 @@ def read(path, strict=False):
     return parse_bytes(load(path), os.fsdecode(path), strict=strict)
 
 
+def is_metadata(path):
+    """Is a record with this (unescaped) path a metadata record: a page of
+    the block device `path`, at a byte offset on the device?"""
+    return path.startswith(METADATA_PREFIX)
+
+
 def pages_by_file(trace, kinds=("read",)):
     """({path: set of offsets} in order of first record, [special paths])
     over the records of `kinds`: the tools that evict, warm or replay use
     only `read` records. Special paths (`//deleted/...`) name no usable
-    file and are listed apart, in order."""
+    file and are listed apart, in order; so are the device nodes of
+    metadata records, which are no file's pages."""
     pages, special = {}, {}
     for record in trace.records:
         if record.kind not in kinds:
             continue
-        if record.path.startswith("//"):
+        if record.path.startswith("//") or is_metadata(record.path):
             special.setdefault(record.path, None)
             continue
         pages.setdefault(record.path, set()).add(record.offset)

@@ -16,8 +16,8 @@ words of the spec:
 A page read more than once (reclaimed and read again) counts once, with
 the cause of its first read. Waste is split by the read's `cause` column
 when the trace has it (`trace -x`). Reads of file system metadata
-(`cause` = `metadata`, the path a block device) are no file's pages: they
-are counted apart.
+(the path a device node under /dev/, `cause` = `metadata` with -x) are no
+file's pages: they are counted apart.
 """
 import argparse
 
@@ -26,8 +26,7 @@ import pandas as pd
 
 from .escape import escape
 from .metrics import page_size_of, read_records
-
-METADATA_CAUSE = "metadata"
+from .tracefile import is_metadata
 # The order causes are listed in when they waste as much (docs/trace-format.md).
 CAUSE_ORDER = ("sync_ra", "async_ra", "fault", "forced_ra", "read", "-")
 RECORD_HINT = "record one with trace --used -c CMD"
@@ -154,8 +153,9 @@ def waste_summary(frame):
             np.int64) % len(causes)
     else:
         causes, cause = ["-"], np.zeros(len(codes), dtype=np.int64)
-    metadata = cause == (causes.index(METADATA_CAUSE)
-                         if METADATA_CAUSE in causes else -1)
+    # The spec's one rule: a metadata record's path is a device node.
+    metadata = np.array([is_metadata(p) for p in paths] + [False],
+                        dtype=bool)[codes]
 
     def per_path(mask):
         return np.bincount(codes[mask], minlength=len(paths))
