@@ -6,13 +6,22 @@ The workload (bench/fault-storm.c) takes COUNT single-page faults on a cold
 events per second as the device gives. Untraced, `trace`, `trace --used`
 (which also records the first access of every page) and `readpage.bt` runs
 alternate round by round in one session, so that drift on a noisy
-machine hits all three alike; the file is evicted before every run. The
+machine hits all alike; the file is evicted before every run. The
 time compared is the workload's own (it prints it), not the tools' start-up.
+
+--device disk puts the file in /var/tmp (here a virtio disk, about 40 us a
+fault, which hides the tracer's cost); --device zram puts it on a fresh ext4
+on a zram device made for the run (a few us a fault: the fast-device case).
+--baseline TRACE adds the same trace modes run with another trace binary
+(say, the previous build), side by side in the same rounds.
 
 Prints a Markdown table; --json prints the numbers instead.
 Run as root:  sudo bench/bench_trace.py [--rounds 5] [--count 200000]
+              sudo bench/bench_trace.py --device zram --count 150000
 """
 import argparse
+import contextlib
+import functools
 import importlib.util
 import json
 import os
@@ -46,9 +55,29 @@ def build_workload():
     return binary
 
 
-def make_file(size):
-    os.makedirs(WORK_DIR, exist_ok=True)
-    path = os.path.join(WORK_DIR, "fault-storm.bin")
+@contextlib.contextmanager
+def zram_dir(size):
+    """A fresh ext4 on a new zram device, big enough for a SIZE file;
+    yields its mount point, and removes the device afterwards."""
+    device = subprocess.run(["zramctl", "--find", "--size", str(size + (256 << 20))],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    mountpoint = os.path.join(WORK_DIR, "zram-mnt")
+    mounted = False
+    try:
+        subprocess.run(["mkfs.ext4", "-q", "-F", device], check=True)
+        os.makedirs(mountpoint, exist_ok=True)
+        subprocess.run(["mount", device, mountpoint], check=True)
+        mounted = True
+        yield mountpoint
+    finally:
+        if mounted:
+            subprocess.run(["umount", mountpoint], check=False)
+        subprocess.run(["zramctl", "--reset", device], check=False)
+
+
+def make_file(size, directory=WORK_DIR):
+    os.makedirs(directory, exist_ok=True)
+    path = os.path.join(directory, "fault-storm.bin")
     if not os.path.exists(path) or os.path.getsize(path) != size:
         with open(path, "wb") as f:
             chunk = os.urandom(1 << 20)
@@ -76,9 +105,9 @@ def run_untraced(cmd):
     return workload_seconds(out), None, 0
 
 
-def run_trace(cmd, *options):
+def run_trace(cmd, *options, binary=TRACE):
     with tempfile.NamedTemporaryFile(dir=WORK_DIR, suffix=".log") as log:
-        proc = subprocess.run([TRACE, "-q", "--allow-lost", *options, "-o", log.name, "--", *cmd],
+        proc = subprocess.run([binary, "-q", "--allow-lost", *options, "-o", log.name, "--", *cmd],
                               capture_output=True, text=True)
         if proc.returncode != 0:
             raise RuntimeError("trace failed: " + proc.stderr)
@@ -97,19 +126,25 @@ def run_readpage_bt(cmd):
     return workload_seconds(proc.stdout), records, lost
 
 
-def run_trace_used(cmd):
+def run_trace_used(cmd, binary=TRACE):
     """trace --used: also every first access (here one per fault, through
     mm_filemap_fault) and the page-state bitmaps; records counted are reads."""
-    return run_trace(cmd, "--used")
+    return run_trace(cmd, "--used", binary=binary)
+
+
+def baseline_modes(binary):
+    """The trace modes again, with another trace binary."""
+    return [("trace (baseline)", functools.partial(run_trace, binary=binary)),
+            ("trace --used (baseline)", functools.partial(run_trace_used, binary=binary))]
 
 
 MODES = [("untraced", run_untraced), ("trace", run_trace), ("trace --used", run_trace_used),
          ("readpage.bt", run_readpage_bt)]
 
 
-def measure(rounds, count, file_size, modes):
+def measure(rounds, count, file_size, modes, directory=WORK_DIR):
     binary = build_workload()
-    path = make_file(file_size)
+    path = make_file(file_size, directory)
     cmd = [binary, path, str(count)]
     results = {name: {"seconds": [], "events": [], "lost": 0} for name, _ in modes}
     for r in range(rounds):
@@ -124,6 +159,60 @@ def measure(rounds, count, file_size, modes):
             results[name]["lost"] += lost
             print(f"bench_trace: round {r + 1}/{rounds} {name}: {seconds:.3f} s", file=sys.stderr)
     return results
+
+
+def bpf_programs(pid):
+    """{program name: (run_cnt, run_time_ns)} of the BPF programs that PID
+    holds open (their ids are in its fds' fdinfo)."""
+    ids = set()
+    fdinfo = f"/proc/{pid}/fdinfo"
+    for fd in os.listdir(fdinfo):
+        with contextlib.suppress(OSError):
+            ids.update(int(m) for m in re.findall(r"^prog_id:\s*(\d+)", open(f"{fdinfo}/{fd}").read(), re.M))
+    shown = json.loads(subprocess.run(["bpftool", "prog", "show", "-j"], capture_output=True,
+                                      text=True, check=True).stdout)
+    return {p["name"]: (p.get("run_cnt", 0), p.get("run_time_ns", 0)) for p in shown
+            if p["id"] in ids}
+
+
+def profile(count, file_size, directory, options):
+    """Run the workload once under `trace OPTIONS` with kernel.bpf_stats_enabled
+    set, and return (faults, {program: (runs, ns)}) read while trace still
+    holds its programs (the command sleeps after the workload)."""
+    binary = build_workload()
+    path = make_file(file_size, directory)
+    evict(path)
+    stats_file = "/proc/sys/kernel/bpf_stats_enabled"
+    before = open(stats_file).read().strip()
+    with open(stats_file, "w") as f:
+        f.write("1")
+    try:
+        with tempfile.NamedTemporaryFile(dir=WORK_DIR, suffix=".log") as log:
+            proc = subprocess.Popen([TRACE, "-q", "--allow-lost", *options, "-o", log.name, "-c",
+                                     f"{binary} {path} {count}; sleep 3"],
+                                    stdout=subprocess.PIPE, text=True)
+            workload_seconds(proc.stdout.readline())
+            programs = bpf_programs(proc.pid)
+            proc.communicate()
+    finally:
+        with open(stats_file, "w") as f:
+            f.write(before)
+    return programs
+
+
+def profile_markdown(count, profiles):
+    lines = ["| trace options | program | runs | runs per fault | ns per run | ns per fault |",
+             "| --- | --- | ---: | ---: | ---: | ---: |"]
+    for options, programs in profiles:
+        total = 0
+        for name, (runs, ns) in sorted(programs.items(), key=lambda kv: -kv[1][1]):
+            if not runs:
+                continue
+            total += ns
+            lines.append(f"| {options or '(none)'} | {name} | {runs} | {runs / count:.2f} | "
+                         f"{ns / runs:.0f} | {ns / count:.0f} |")
+        lines.append(f"| {options or '(none)'} | **all** | | | | **{total / count:.0f}** |")
+    return "\n".join(lines)
 
 
 def summarize(results, count):
@@ -162,6 +251,12 @@ def main():
     parser.add_argument("--count", type=int, default=200000, help="faults per run")
     parser.add_argument("--file-size-mib", type=int, default=1024)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--device", choices=("disk", "zram"), default="disk",
+                        help="where the file lives: /var/tmp (disk) or ext4 on zram")
+    parser.add_argument("--profile", action="store_true",
+                        help="instead: BPF time per program and per fault (bpf_stats_enabled)")
+    parser.add_argument("--baseline", metavar="TRACE",
+                        help="also run the trace modes with this trace binary")
     parser.add_argument("--modes", default=",".join(name for name, _ in MODES),
                         help="comma-separated, from: " + ", ".join(name for name, _ in MODES))
     args = parser.parse_args()
@@ -170,9 +265,18 @@ def main():
     if "untraced" not in wanted or any(m not in known for m in wanted):
         sys.exit(f"bench_trace: --modes: give untraced and any of {', '.join(known)}")
     modes = [(m, known[m]) for m in wanted]
+    if args.baseline:
+        modes += [m for m in baseline_modes(args.baseline) if m[0].split(" (")[0] in wanted]
     if os.geteuid() != 0:
         sys.exit("bench_trace: needs root (BPF, page cache eviction)")
-    rows = summarize(measure(args.rounds, args.count, args.file_size_mib << 20, modes), args.count)
+    size = args.file_size_mib << 20
+    with (zram_dir(size) if args.device == "zram" else contextlib.nullcontext(WORK_DIR)) as where:
+        if args.profile:
+            profiles = [(o, profile(args.count, size, where, o.split())) for o in ("", "--used")]
+            print(profile_markdown(args.count, profiles))
+            return
+        results = measure(args.rounds, args.count, size, modes, where)
+    rows = summarize(results, args.count)
     print(json.dumps(rows, indent=1) if args.json else markdown(rows))
 
 
