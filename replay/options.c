@@ -34,6 +34,8 @@ static const char doc[] =
 "                                          (recorded with trace --used)\n"
 "  replay --plan --sorted reads.log > plan.csv\n"
 "  replay --queue-depth 8 --max-request 256K reads.log\n"
+"  sudo replay --throttle riops=150 reads.log   as on a 150-IOPS disk\n"
+"  sudo replay --device-profile cloud-3000 --sorted reads.log\n"
 "  trace -- app | replay --evict --json -\n"
 "\n"
 "Exit status: 0; 1 when the trace could not be read or nothing could be\n"
@@ -44,7 +46,7 @@ static const char doc[] =
 enum option_key {
 	OPT_SORTED = 0x100, OPT_SORT, OPT_MAX_REQUEST, OPT_NO_GROUP,
 	OPT_BUFFERED, OPT_PREFETCH, OPT_EVICT, OPT_QUEUE_DEPTH, OPT_TIMING,
-	OPT_STRICT, OPT_PLAN, OPT_USED,
+	OPT_STRICT, OPT_PLAN, OPT_USED, OPT_THROTTLE, OPT_DEVICE_PROFILE,
 };
 
 static const struct argp_option argp_options[] = {
@@ -71,6 +73,11 @@ static const struct argp_option argp_options[] = {
 	{"timing", OPT_TIMING, NULL, 0, "Keep the trace's gaps between "
 	 "requests", 3},
 	{"strict", OPT_STRICT, NULL, 0, "Stop at the first bad input", 3},
+	{"throttle", OPT_THROTTLE, "riops=N[,rbps=SIZE]", 0, "Run in a cgroup "
+	 "whose blk-throttle limits the reads of the trace's disks to N per "
+	 "second (and SIZE bytes per second); root", 3},
+	{"device-profile", OPT_DEVICE_PROFILE, "NAME", 0, "--throttle with the "
+	 "limits of cloud-3000, sdcard or hdd-150 (docs/replay.md)", 3},
 	{NULL, 0, NULL, 0, "Output:", 4},
 	{"json", 'j', NULL, 0, "Results as one JSON object on stdout", 4},
 	{"plan", OPT_PLAN, NULL, 0, "Print the request plan as CSV, do no I/O",
@@ -89,6 +96,7 @@ struct parse_state {
 	int order_options;   /* how many of --sorted/--sort were given */
 	enum replay_order first_order;
 	int buffered, prefetch;
+	int throttles;       /* how many of --throttle/--device-profile */
 };
 
 static int parse_order(const char *text, enum replay_order *order)
@@ -137,6 +145,31 @@ static void check_conflicts(struct argp_state *state)
 		argp_error(state, "--plan does no I/O: drop --evict");
 	if (opt->max_request == 0)
 		argp_error(state, "--max-request must be positive");
+	if (ps->throttles > 1)
+		argp_error(state, "give one of --throttle and --device-profile, "
+			   "once");
+	if (opt->plan && opt->throttle.riops)
+		argp_error(state, "--plan does no I/O: drop --throttle");
+}
+
+/* Bad limits are said in one line, `replay: --throttle: TEXT: why`. */
+static void parse_throttle(struct argp_state *state, int key, char *arg)
+{
+	struct parse_state *ps = state->input;
+	const char *why = NULL;
+
+	ps->throttles++;
+	if (key == OPT_DEVICE_PROFILE &&
+	    throttle_profile(arg, &ps->opt->throttle) < 0) {
+		errmsg("--device-profile", "'%s': no such profile (there are "
+		       "%s)", arg, throttle_profile_names());
+		exit(2);
+	}
+	if (key == OPT_THROTTLE &&
+	    throttle_parse(arg, &ps->opt->throttle, &why) < 0) {
+		errmsg("--throttle", "'%s': %s", arg, why);
+		exit(2);
+	}
 }
 
 static void set_order(struct parse_state *ps, enum replay_order order)
@@ -198,6 +231,10 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			argp_error(state, "bad --queue-depth '%s' (1 to 256)",
 				   arg);
 		return 0;
+	case OPT_THROTTLE:
+	case OPT_DEVICE_PROFILE:
+		parse_throttle(state, key, arg);
+		return 0;
 	case 'h':
 		argp_state_help(state, state->out_stream, ARGP_HELP_STD_HELP);
 		return 0;
@@ -221,7 +258,7 @@ void parse_options(int argc, char **argv, struct options *opt)
 {
 	static const struct argp argp = {argp_options, parse_arg, "TRACE", doc,
 					 NULL, NULL, NULL};
-	struct parse_state ps = {opt, 0, ORDER_ORIGINAL, 0, 0};
+	struct parse_state ps = {opt, 0, ORDER_ORIGINAL, 0, 0, 0};
 
 	memset(opt, 0, sizeof(*opt));
 	opt->grouped = 1;

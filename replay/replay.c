@@ -66,10 +66,16 @@ static int replay_trace(struct replay *r)
 		print_plan(r);
 		return 0;
 	}
+	if (r->opt.throttle.riops && throttle_files(r) < 0) {
+		r->fatal = 1;   /* said why, in one line */
+		return -1;
+	}
 	if (r->opt.evict)
 		evict_files(r);
 	if (r->fatal || run_requests(r) < 0)
 		return -1;
+	throttle_read_counts(&r->throttled);
+	throttle_end();
 	count_seeks(r);
 	if (!r->opt.quiet)
 		print_summary(r);

@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #include "errmsg.h"
+#include "throttle.h"
 #include "tracefile.h"
 
 #define REPLAY_VERSION "0.2.0"
@@ -48,6 +49,7 @@ struct options {
 	int plan;
 	int used;                 /* --used: only read pages also accessed */
 	int quiet;
+	struct throttle_limits throttle;  /* --throttle, --device-profile */
 };
 
 struct extent {
@@ -129,6 +131,9 @@ struct replay {
 	uint64_t skipped[SKIP_COUNT];
 	struct replay_stats stats;
 	int fatal;                 /* --strict tripped, or a fatal error */
+	dev_t throttle_disks[THROTTLE_MAX_DISKS];
+	size_t n_throttle_disks;
+	struct throttle_counts throttled;  /* the cgroup's own counters */
 };
 
 /* replay.c */

@@ -122,12 +122,14 @@ void print_json(const struct replay *r)
 	       (unsigned long long)s->seek_distance);
 	print_json_skipped(r);
 	printf(", \"used\": %s, \"trace_records\": {\"read\": %llu, "
-	       "\"access\": %llu, \"map\": %llu}, \"unused_pages\": %llu}\n",
+	       "\"access\": %llu, \"map\": %llu}, \"unused_pages\": %llu, ",
 	       r->opt.used ? "true" : "false",
 	       (unsigned long long)r->kind_records[TRACEFILE_KIND_READ],
 	       (unsigned long long)r->kind_records[TRACEFILE_KIND_ACCESS],
 	       (unsigned long long)r->kind_records[TRACEFILE_KIND_MAP],
 	       (unsigned long long)r->unused_pages);
+	throttle_print_json(r);
+	fputs("}\n", stdout);
 }
 
 static void print_skipped_summary(const struct replay *r)
@@ -191,5 +193,6 @@ void print_summary(const struct replay *r)
 			(unsigned long long)s->late_requests,
 			(double)s->worst_lateness_us / 1000.0);
 	print_kinds_summary(r);
+	throttle_print_summary(r);
 	print_skipped_summary(r);
 }

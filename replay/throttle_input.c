@@ -1,0 +1,300 @@
+/* What --throttle needs to know before any cgroup exists: the limits
+ * (riops=N[,rbps=SIZE] or a named profile), the mounts, and the whole disk
+ * under each file, which is what blk-throttle accepts. */
+#include "replay.h"
+#include "throttle.h"
+#include "size.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <unistd.h>
+
+/* The profiles and where their numbers come from: docs/replay.md, "Slow
+ * storage". Bytes are decimal where the source's MB are. */
+static const struct profile {
+	const char *name;
+	uint64_t riops, rbps;
+} profiles[] = {
+	/* AWS EBS gp3 baseline: 3,000 IOPS and 125 MiB/s. */
+	{"cloud-3000", 3000, 125ull << 20},
+	/* SD Association Application Performance Class A1 minimum: 1,500
+	 * random read IOPS, 10 MB/s sustained sequential. */
+	{"sdcard", 1500, 10000000},
+	/* A 7,200 rpm disk: 4.17 ms rotational latency plus a short seek
+	 * (model.py's curve at 1% of the stroke) is ~6.6 ms, ~150 IOPS;
+	 * 150 MB/s sustained transfer. */
+	{"hdd-150", 150, 150000000},
+};
+
+#define N_PROFILES (sizeof(profiles) / sizeof(profiles[0]))
+
+int throttle_profile(const char *name, struct throttle_limits *lim)
+{
+	size_t i;
+
+	for (i = 0; i < N_PROFILES; i++)
+		if (strcmp(name, profiles[i].name) == 0) {
+			lim->riops = profiles[i].riops;
+			lim->rbps = profiles[i].rbps;
+			lim->profile = profiles[i].name;
+			return 0;
+		}
+	return -1;
+}
+
+const char *throttle_profile_names(void)
+{
+	return "cloud-3000, sdcard, hdd-150";
+}
+
+/* A positive decimal count, no sign, no blanks. */
+static int parse_count(const char *text, uint64_t *value)
+{
+	char *end;
+
+	if (text[0] < '0' || text[0] > '9')
+		return -1;
+	errno = 0;
+	*value = strtoull(text, &end, 10);
+	return errno || *end ? -1 : 0;
+}
+
+static int parse_item(char *item, struct throttle_limits *lim,
+		      const char **why)
+{
+	char *eq = strchr(item, '=');
+
+	if (!eq) {
+		*why = "expected KEY=VALUE items: riops=N[,rbps=SIZE]";
+		return -1;
+	}
+	*eq = '\0';
+	if (strcmp(item, "riops") == 0) {
+		if (parse_count(eq + 1, &lim->riops) < 0 || lim->riops == 0) {
+			*why = "riops must be a whole number of reads per "
+			       "second, at least 1";
+			return -1;
+		}
+	} else if (strcmp(item, "rbps") == 0) {
+		if (parse_size(eq + 1, &lim->rbps) < 0 || lim->rbps == 0) {
+			*why = "rbps must be a positive size in bytes per "
+			       "second (K, M, G suffixes)";
+			return -1;
+		}
+	} else {
+		*why = "unknown key: the keys are riops and rbps";
+		return -1;
+	}
+	return 0;
+}
+
+int throttle_parse(const char *text, struct throttle_limits *lim,
+		   const char **why)
+{
+	char *copy = strdup(text), *item, *save = NULL;
+	int ret = 0;
+
+	if (!copy) {
+		*why = "out of memory";
+		return -1;
+	}
+	lim->riops = lim->rbps = 0;
+	lim->profile = NULL;
+	for (item = strtok_r(copy, ",", &save); item && ret == 0;
+	     item = strtok_r(NULL, ",", &save))
+		ret = parse_item(item, lim, why);
+	if (ret == 0 && lim->riops == 0) {
+		*why = "riops=N is required (reads per second, at least 1)";
+		ret = -1;
+	}
+	free(copy);
+	return ret;
+}
+
+/* --- mounts ---------------------------------------------------------- */
+
+/* mountinfo writes space, tab, newline and backslash as \ooo. */
+static void unescape_octal(char *s)
+{
+	char *out = s;
+
+	for (; *s; s++, out++) {
+		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
+		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
+			*out = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
+				      (s[3] - '0'));
+			s += 3;
+		} else {
+			*out = *s;
+		}
+	}
+	*out = '\0';
+}
+
+/* Splits one mountinfo line (proc(5)) into M; 0, or -1 when malformed. */
+static int parse_mount_line(char *line, struct mount_entry *m)
+{
+	char *field[6], *dash, *save = NULL;
+	unsigned int major_, minor_;
+	int i;
+
+	dash = strstr(line, " - ");
+	if (!dash)
+		return -1;
+	*dash = '\0';
+	for (i = 0; i < 6; i++) {
+		field[i] = strtok_r(i ? NULL : line, " ", &save);
+		if (!field[i])
+			return -1;
+	}
+	if (sscanf(field[2], "%u:%u", &major_, &minor_) != 2)
+		return -1;
+	m->dev = makedev(major_, minor_);
+	m->root = field[3];
+	m->point = field[4];
+	save = NULL;
+	m->fstype = strtok_r(dash + 3, " ", &save);
+	m->source = strtok_r(NULL, " ", &save);
+	m->options = strtok_r(NULL, " \n", &save);
+	if (!m->fstype || !m->source || !m->options)
+		return -1;
+	unescape_octal(m->root);
+	unescape_octal(m->point);
+	unescape_octal(m->source);
+	return 0;
+}
+
+int for_each_mount(int (*fn)(const struct mount_entry *, void *), void *arg)
+{
+	FILE *f = fopen("/proc/self/mountinfo", "re");
+	char *line = NULL;
+	size_t cap = 0;
+	int ret = 0;
+
+	if (!f)
+		return -1;
+	while (ret == 0 && getline(&line, &cap, f) > 0) {
+		struct mount_entry m;
+
+		if (parse_mount_line(line, &m) == 0)
+			ret = fn(&m, arg);
+	}
+	free(line);
+	fclose(f);
+	return ret;
+}
+
+/* --- the disk under a file ------------------------------------------- */
+
+struct mount_of_dev {
+	dev_t dev;
+	char fstype[64], source[PATH_MAX];
+	int found;
+};
+
+static int match_dev(const struct mount_entry *m, void *arg)
+{
+	struct mount_of_dev *want = arg;
+
+	if (m->dev != want->dev)
+		return 0;
+	snprintf(want->fstype, sizeof(want->fstype), "%s", m->fstype);
+	snprintf(want->source, sizeof(want->source), "%s", m->source);
+	want->found = 1;
+	return 1;
+}
+
+/* A filesystem on an anonymous device (major 0: tmpfs, overlay, btrfs,
+ * network filesystems): its mount source, when that is a block device
+ * node (btrfs on one device), is the device; otherwise there is none. */
+static int anonymous_dev_source(dev_t dev, const char *path, dev_t *block)
+{
+	struct mount_of_dev want = {.dev = dev};
+	struct stat st;
+
+	for_each_mount(match_dev, &want);
+	if (want.found && want.source[0] == '/' &&
+	    stat(want.source, &st) == 0 && S_ISBLK(st.st_mode)) {
+		*block = st.st_rdev;
+		return 0;
+	}
+	if (!want.found)
+		errmsg(path, "cannot throttle: its filesystem (device %u:%u) "
+		       "is not in /proc/self/mountinfo", major(dev),
+		       minor(dev));
+	else if (strcmp(want.fstype, "overlay") == 0)
+		errmsg(path, "cannot throttle: it is on an overlay "
+		       "filesystem, whose reads go to its layers' "
+		       "filesystems; blk-throttle limits one block device, "
+		       "and replay does not resolve which layer holds a file");
+	else
+		errmsg(path, "cannot throttle: it is on %s (%s), which has no "
+		       "block device for blk-throttle to limit", want.fstype,
+		       want.source);
+	return -1;
+}
+
+/* Reads "MAJ:MIN" from a sysfs dev file. */
+static int read_dev_file(const char *file, dev_t *dev)
+{
+	unsigned int major_, minor_;
+	FILE *f = fopen(file, "re");
+	int n;
+
+	if (!f)
+		return -1;
+	n = fscanf(f, "%u:%u", &major_, &minor_);
+	fclose(f);
+	if (n != 2)
+		return -1;
+	*dev = makedev(major_, minor_);
+	return 0;
+}
+
+/* blk-throttle refuses partitions (the kernel's blkcg_conf_open_bdev()
+ * answers ENODEV): a partition is limited through its whole disk, its
+ * parent in sysfs. */
+static int whole_disk(dev_t dev, const char *path, dev_t *disk)
+{
+	char sys[96], file[PATH_MAX + 16], real[PATH_MAX];
+
+	snprintf(sys, sizeof(sys), "/sys/dev/block/%u:%u", major(dev),
+		 minor(dev));
+	if (access(sys, F_OK) < 0) {
+		errmsg(path, "cannot throttle: device %u:%u is not a block "
+		       "device (no %s)", major(dev), minor(dev), sys);
+		return -1;
+	}
+	snprintf(file, sizeof(file), "%s/partition", sys);
+	if (access(file, F_OK) < 0) {
+		*disk = dev;
+		return 0;
+	}
+	if (!realpath(sys, real)) {
+		errmsg(path, "cannot throttle: %s: %s", sys,
+		       errmsg_strerror(errno));
+		return -1;
+	}
+	snprintf(file, sizeof(file), "%s/../dev", real);
+	if (read_dev_file(file, disk) < 0) {
+		errmsg(path, "cannot throttle: partition %u:%u: its disk "
+		       "cannot be read from %s", major(dev), minor(dev), file);
+		return -1;
+	}
+	return 0;
+}
+
+int throttle_disk_of(dev_t dev, const char *path, dev_t *disk)
+{
+	dev_t block = dev;
+
+	if (major(dev) == 0 && anonymous_dev_source(dev, path, &block) < 0)
+		return -1;
+	return whole_disk(block, path, disk);
+}
