@@ -13,6 +13,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -37,8 +38,9 @@ UNUSED_PER_FILE = 3
 FAKE_REPLAY = """#!/bin/sh
 # Stands in for replay/replay: logs its arguments; "prefetches" by reading
 # the traced files, and "replays" with O_DIRECT by doing nothing for 10 ms.
-echo "$*" >> "{log}"
 for trace; do :; done
+echo "$*" >> "{log}"
+cp "$trace" "{log}.$(wc -l < "{log}")"
 case "$1" in
 --sorted) grep -v '^#' "$trace" | awk '{{print $2}}' | sort -u | xargs cat > /dev/null ;;
 --prefetch) grep -v '^#' "$trace" | awk '{{print $2}}' | sort -u | xargs cat > /dev/null ;;
@@ -82,8 +84,10 @@ def write_used_trace(path, intended, command):
              "# columns: timestamp_us path offset kind", "# records: read access map",
              f"# command: {command}"]
     ts = 1_763_900_000_000_000
+    # Accessed in another order than read (files in reverse), as readahead
+    # reads ahead of the accesses: the prefetch must follow the accesses.
     for kind, pages in (("read", {n: intended[n] | unused[n] for n in intended}),
-                        ("access", intended)):
+                        ("access", dict(reversed(intended.items())))):
         for name in pages:
             for page in sorted(pages[name]):
                 ts += 10
@@ -247,7 +251,9 @@ def test_real_replay_in_prefetched_and_simulated_states(workload):
 
 def test_used_states_call_replay_with_the_used_trace(workload):
     """--used-trace names the trace of the used pages; --trace stays the
-    one whose read records the other states use."""
+    one whose read records the other states use. The used states replay
+    the list of used pages compiled from it, without --sorted for
+    concurrent."""
     log = os.path.join(workload.scratch("used-calls"), "calls.log")
     fake = os.path.join(workload.root, "fake-replay-used")
     with open(fake, "w") as f:
@@ -270,16 +276,51 @@ def test_used_states_call_replay_with_the_used_trace(workload):
             "prefetched", "prefetched-used", "concurrent", "simulated"))
     with open(log) as f:
         calls = f.read().splitlines()
+    # The used trace compiled once, before the runs, into the list of used
+    # pages in first-access order, which both states replay.
+    used_list = calls[1].split()[-1]
+    assert used_list.endswith("/used-pages.log") and not os.path.exists(used_list)
     assert calls == [f"--sorted --prefetch {workload.trace}",
-                     f"--sorted --prefetch --used {workload.used_trace}",
-                     f"--prefetch --used {workload.used_trace}",
+                     f"--sorted --prefetch {used_list}",
+                     f"--prefetch {used_list}",
                      workload.trace] * 2
+    with open(f"{log}.2") as f:
+        listed = [line.split()[:3] for line in f if not line.startswith("#")]
+    with open(workload.used_trace) as f:
+        accessed = [line.split()[:3] for line in f if line.endswith(" access\n")]
+    assert listed == accessed
     report = json.loads(done.stdout)
     assert report["states"] == order
     gains = report["comparisons"]["prefetch_gains"]
     assert set(gains) == {"prefetched", "prefetched-used", "concurrent"}
     assert all(g["iterations"] == 2 == g["recovered_iterations"] for g in gains.values())
     assert report["comparisons"]["best_prefetch_state"] in gains
+
+
+def test_used_pages_list(tmp_path):
+    """The compiled list: read pages with an access or map record, once
+    each, by the time of their first such record (an access may precede
+    the read; a later record may carry an earlier time), escaped paths."""
+    sys.path.insert(0, os.path.join(REPO, "analysis"))
+    from pagetrace import bench as bench_module, tracefile
+    odd = "/tmp/a b\\040c"           # written escaped: a space, a backslash
+    trace = tmp_path / "used.log"
+    trace.write_text("\n".join([
+        "# pagetrace-format: 2", "# page-size: 4096",
+        "# columns: timestamp_us path offset kind", "# records: read access map",
+        "50 /tmp/x 0 access",            # before its read
+        "100 /tmp/x 0 read", "100 /tmp/x 4096 read", "100 /tmp/x 8192 read",
+        "100 /tmp/a\\040b\\134040c 0 read",
+        "300 /tmp/x 8192 map",
+        "400 /tmp/x 8192 access",        # accessed after its map: map counts
+        "200 /tmp/a\\040b\\134040c 0 access",  # earlier time, later record
+        "500 /tmp/x 12288 access",       # never read: cached already
+        "600 /tmp/y 0 access"]) + "\n")
+    path, count = bench_module.used_pages(tracefile.read(str(trace)), str(tmp_path))
+    listed = tracefile.read(path)
+    assert listed.header.version == 1 and count == 3
+    assert [(r.ts_us, r.path, r.offset) for r in listed.records] == [
+        (50, "/tmp/x", 0), (200, odd, 0), (300, "/tmp/x", 8192)]
 
 
 def test_prefetched_used_caches_exactly_the_used_pages(workload):
@@ -362,7 +403,8 @@ def test_concurrent_prefetches_beside_the_command(workload):
     assert float(row["prefetch_s"]) >= 1.0
     with open(log) as f:
         start, end = f.read().splitlines()
-    assert start.split(" ", 2)[2] == f"--prefetch --used {workload.used_trace}"
+    assert start.split(" ", 2)[2].startswith("--prefetch /")
+    assert start.endswith("/used-pages.log")
     with open(marks) as f:
         command_ran = float(f.read())
     # Started together (either may come first by a few ms of exec), and
@@ -398,11 +440,11 @@ def test_installed_bench_finds_the_installed_replay(workload, tmp_path):
     (bindir / "pagetrace-replay").write_text(FAKE_REPLAY.format(log=log))
     os.chmod(bindir / "pagetrace-replay", 0o755)
     done = subprocess.run([str(bindir / "startup-bench"), "--trace", workload.used_trace,
-                           "-n", "1", "--states", "prefetched-used", "--",
+                           "-n", "1", "--states", "prefetched", "--",
                            *workload.command], capture_output=True, text=True,
                           timeout=60, env=dict(os.environ, PATH="/usr/bin:/bin"))
     assert done.returncode == 0, done.stderr
-    assert log.read_text() == f"--sorted --prefetch --used {workload.used_trace}\n"
+    assert log.read_text() == f"--sorted --prefetch {workload.used_trace}\n"
 
 
 # ---------------------------------------------------------------------------
