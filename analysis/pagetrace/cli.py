@@ -8,7 +8,8 @@ import sys
 import warnings
 
 from . import (compare, consensus, dataset, export, frontdoor, merge,
-               metrics, model, plots, report, startup, trace, waste)
+               metrics, model, outofcore, plots, report, startup, trace,
+               waste)
 from .escape import escape
 from .formats import FormatError, read_plan, read_startup_runs
 
@@ -70,16 +71,26 @@ def _stem(args, path):
 
 
 def cmd_plot(args):
-    frame = _read(args.trace)
+    note = ""
+    if dataset.use_out_of_core(args, args.trace):
+        # The records, every k-th read past outofcore.PLOT_POINTS.
+        with outofcore.session(args) as (open_runs, con):
+            frame, note = outofcore.plot_frame(con, open_runs([args.trace]),
+                                               args.mark_unused)
+    else:
+        frame = _read(args.trace)
     stem = _stem(args, args.trace)
-    written = plots.save_figure(
-        plots.plot_offset_time(frame, mark_unused=args.mark_unused), stem)
+
+    def save(fig, name):
+        return plots.save_figure(outofcore.annotate(fig, note), name)
+    written = save(plots.plot_offset_time(frame, mark_unused=args.mark_unused),
+                   stem)
     if args.waterfall:
-        written += plots.save_figure(plots.plot_waterfall(frame, args.top),
-                                     f"{stem}-waterfall")
+        written += save(plots.plot_waterfall(frame, args.top),
+                        f"{stem}-waterfall")
     if args.zoom:
-        written += plots.save_figure(plots.plot_offset_time(frame, zoom=True),
-                                     f"{stem}-zoom")
+        written += save(plots.plot_offset_time(frame, zoom=True),
+                        f"{stem}-zoom")
     if args.plan:
         written += plots.save_figure(
             plots.plot_plan_physical(read_plan(args.plan)), f"{stem}-plan")
@@ -89,11 +100,15 @@ def cmd_plot(args):
 
 
 def cmd_seeks(args):
-    frame = _read(args.trace)
     plan = read_plan(args.plan) if args.plan else None
     hdd = model.HDDModel(transfer_bytes_per_s=args.hdd_rate * 1e6) \
         if args.hdd_rate else None
-    header, rows = report.seek_rows(frame, plan, hdd=hdd)
+    if dataset.use_out_of_core(args, args.trace):
+        with outofcore.session(args) as (open_runs, con):
+            header, rows = outofcore.seek_rows(
+                con, open_runs([args.trace]), plan, hdd=hdd)
+    else:
+        header, rows = report.seek_rows(_read(args.trace), plan, hdd=hdd)
     if args.json:
         json.dump([dict(zip(header, r)) for r in rows], sys.stdout, indent=1)
         sys.stdout.write("\n")
@@ -151,9 +166,12 @@ def cmd_convert(args):
 def cmd_merge(args):
     if consensus.wants_consensus(args):
         return consensus.cmd_merge(args, _complain)
+    if dataset.use_out_of_core(args, *args.traces):
+        return outofcore.cmd_union(args)
     merged = merge.merge_traces([_read(p) for p in args.traces])
-    out = open(args.output, "w", encoding="utf-8") if args.output \
-        else sys.stdout
+    # Names that are not UTF-8 go out as they came in.
+    out = open(args.output, "w", encoding="utf-8",
+               errors="surrogateescape") if args.output else sys.stdout
     try:
         export.write_trace(merged, out, header={
             "command": "pagetrace merge " + " ".join(args.traces)})
@@ -168,7 +186,12 @@ def cmd_merge(args):
 
 
 def cmd_diff(args):
-    table = merge.diff_traces(_read(args.a), _read(args.b))
+    if dataset.use_out_of_core(args, args.a, args.b):
+        with outofcore.session(args) as (open_runs, con):
+            table = outofcore.diff_table(con, open_runs([args.a]),
+                                         open_runs([args.b]))
+    else:
+        table = merge.diff_traces(_read(args.a), _read(args.b))
     rows = [[escape(path), int(r.only_a), int(r.only_b), int(r.both)]
             for path, r in table.iterrows()]
     rows.append(["total", int(table["only_a"].sum()),
@@ -179,9 +202,13 @@ def cmd_diff(args):
 
 
 def cmd_waste(args):
-    frame = _read(args.trace)
     try:
-        summary = waste.waste_summary(frame)
+        if dataset.use_out_of_core(args, args.trace):
+            with outofcore.session(args) as (open_runs, con):
+                summary = outofcore.waste_summary(con,
+                                                  open_runs([args.trace]))
+        else:
+            summary = waste.waste_summary(_read(args.trace))
     except waste.NoAccessRecordsError as err:
         sys.stderr.write(f"pagetrace: {args.trace}: {err}\n")
         return 1
@@ -198,7 +225,15 @@ TRACE_HELP = "trace file, format v1 (.xz and .gz are read too)"
 PLAN_HELP = "replay --plan CSV: physical offsets of the requests"
 
 
-def _out_of_core_options(p):
+def _out_of_core_options(p, engine=True):
+    if engine:
+        p.add_argument("--engine", choices=("auto", "memory", "duckdb"),
+                       default="auto", help="duckdb: out of core, for any "
+                       "size; memory: the in-memory reader (text traces); "
+                       "auto (default): duckdb for Parquet input and for "
+                       "text traces over "
+                       f"{dataset.OUT_OF_CORE_TEXT_BYTES >> 20} MiB "
+                       "(docs/scale.md)")
     p.add_argument("--memory-limit", default=dataset.DEFAULT_MEMORY_LIMIT,
                    metavar="SIZE", help="DuckDB's memory cap; it spills to "
                    "disk past it (default %(default)s)")
@@ -239,10 +274,6 @@ def build_parser():
     p.add_argument("--json", action="store_true")
     p.add_argument("--strict", action="store_true",
                    help="fail on the first malformed line")
-    p.add_argument("--engine", choices=("auto", "memory", "duckdb"),
-                   default="auto", help="duckdb: out of core, for any size; "
-                   "auto (default): duckdb for a Parquet dataset and for "
-                   "text traces over 1 GiB (docs/scale.md)")
     _out_of_core_options(p)
     p.set_defaults(func=cmd_summary)
 
@@ -264,6 +295,7 @@ def build_parser():
                    "of trace --used)")
     p.add_argument("-o", "--output", help="file name stem (default: the "
                    "trace's name)")
+    _out_of_core_options(p)
     p.set_defaults(func=cmd_plot)
 
     p = sub.add_parser("seeks", help="seeks and modelled time, original "
@@ -273,6 +305,7 @@ def build_parser():
     p.add_argument("--hdd-rate", type=float,
                    help="HDD transfer rate in MB/s (default 150)")
     p.add_argument("--json", action="store_true")
+    _out_of_core_options(p)
     p.set_defaults(func=cmd_seeks)
 
     # `pagetrace startup RUNS.csv` still reaches it (frontdoor.analysis_argv).
@@ -367,8 +400,9 @@ def build_parser():
     p.set_defaults(func=cmd_convert)
 
     p = sub.add_parser("diff", help="pages only in A, only in B, in both")
-    p.add_argument("a")
-    p.add_argument("b")
+    p.add_argument("a", help="trace or Parquet run of A")
+    p.add_argument("b", help="trace or Parquet run of B")
+    _out_of_core_options(p)
     p.set_defaults(func=cmd_diff)
 
     p = sub.add_parser(
@@ -384,6 +418,7 @@ def build_parser():
                    help="the counts as JSON (keys in docs/analysis.md)")
     p.add_argument("--top", type=waste.positive_int, metavar="N",
                    help="list only the N files with the most unused pages")
+    _out_of_core_options(p)
     p.set_defaults(func=cmd_waste)
     frontdoor.add_version_options(sub)
     return parser

@@ -673,17 +673,22 @@ def connect(work_dir, memory_limit=DEFAULT_MEMORY_LIMIT, threads=None):
 
 # --- summary, out of core ----------------------------------------------------
 
-# Distinct pages come from a GROUP BY, not count(DISTINCT ...): DuckDB
-# spills grouped aggregates to disk, not distinct ones.
+# Per file in one small GROUP BY path; distinct pages from a GROUP BY of
+# the keys alone (not count(DISTINCT ...), which DuckDB does not spill).
+# Aggregates on a per-page GROUP BY ran out of memory at 512 MB on 100 M
+# records (bench/bench_scale.py); keys alone spill and finish.
 PER_FILE_SQL = """
-    WITH per_page AS (
-        SELECT path, count(*) AS reads, min(timestamp_us) AS first_us,
+    WITH per_file AS (
+        SELECT path, count(*) AS pages, min(timestamp_us) AS first_us,
                max(timestamp_us) AS last_us, min(line) AS first_line
-        FROM {src} WHERE kind = 'read' GROUP BY path, "offset")
-    SELECT path, sum(reads) AS pages, count(*) AS unique_pages,
-           min(first_us) AS first_us, max(last_us) AS last_us,
-           min(first_line) AS first_line
-    FROM per_page GROUP BY path
+        FROM {src} WHERE kind = 'read' GROUP BY path),
+    unique_pages AS (
+        SELECT path, count(*) AS unique_pages
+        FROM (SELECT path, "offset" FROM {src} WHERE kind = 'read'
+              GROUP BY path, "offset")
+        GROUP BY path)
+    SELECT f.path, pages, unique_pages, first_us, last_us, first_line
+    FROM per_file f JOIN unique_pages u ON f.path = u.path
     ORDER BY first_us, first_line
 """
 
@@ -711,89 +716,45 @@ def summary(con, runs, max_request_bytes=1 << 20):
     first = min((f["first_us"] for f in files), default=0)
     last = max((f["last_us"] for f in files), default=0)
     duration = int(last - first) if pages else 0
+    # Metadata records (a device's pages) count in pages and bytes, and
+    # apart; they are not files (metrics.totals).
+    devices = [f for f in files if tracefile.is_metadata(f["path"])]
     totals = {"pages": int(pages), "unique_pages": int(unique),
-              "bytes": int(pages) * page_size, "files": len(files),
+              "bytes": int(pages) * page_size,
+              "metadata_pages": sum(f["pages"] for f in devices),
+              "metadata_devices": sorted(f["path"] for f in devices),
+              "files": len(files) - len(devices),
               "duration_us": duration,
               "throughput_bytes_per_s": (pages * page_size / (duration / 1e6)
                                          if duration else None)}
-    requests, seeks = request_counts(runs.parts[0][1], page_size,
-                                     max_request_bytes)
-    return {"totals": totals, "files": files, "requests": requests,
-            "seeks": seeks}
-
-
-def request_counts(part, page_size, max_request_bytes=1 << 20):
-    """(requests, seeks) of the read records of one part file, in trace
-    order, grouped as replay groups them (pagetrace.metrics.group_requests:
-    adjacent pages of one file, at most max_request_bytes each; a request
-    is a seek when it does not start where the previous one ended). One
-    pass over the file, one row group at a time."""
-    pa = _pa()
-    pc = pa.compute
-    np = _numpy()
-    max_pages = max(1, max_request_bytes // page_size)
-    requests = seeks = 0
-    prev_path, prev_offset, run_length = None, None, 0
-    # Paths stay dictionary-encoded: one row group at a time, compared by
-    # their codes in one dictionary.
-    parquet = pa.parquet.ParquetFile(part, read_dictionary=["path"],
-                                     pre_buffer=False)
-    for group in range(parquet.num_row_groups):
-        table = parquet.read_row_group(group, columns=["path", "offset",
-                                                       "kind"])
-        is_read = pc.equal(table.column("kind"), "read")
-        table = table.filter(is_read).unify_dictionaries().combine_chunks()
-        n = table.num_rows
-        if n == 0:
-            continue
-        path = table.column("path").chunk(0)
-        codes = path.indices.to_numpy(zero_copy_only=False)
-        offset = table.column("offset").to_numpy().astype(np.uint64)
-        same_file = np.empty(n, dtype=bool)
-        same_file[0] = prev_path is not None and \
-            path.dictionary[codes[0]].as_py() == prev_path
-        same_file[1:] = codes[1:] == codes[:-1]
-        before = np.empty(n, dtype=np.uint64)
-        before[0] = prev_offset if prev_offset is not None else 0
-        before[1:] = offset[:-1]
-        adjacent = same_file & (offset == before + np.uint64(page_size))
-        new_run = ~adjacent
-        # Position of each page in its run of adjacent pages; the first
-        # rows continue the previous batch's run.
-        run_id = np.cumsum(new_run)
-        starts = np.flatnonzero(new_run)
-        position = np.arange(n) - np.concatenate(([0], starts))[run_id]
-        position[run_id == 0] += run_length
-        start = new_run | (position % max_pages == 0)
-        requests += int(start.sum())
-        # Every run start is a seek but the trace's very first request.
-        seeks += int(new_run.sum())
-        if prev_path is None:
-            seeks -= 1
-        run_length = int(position[-1]) + 1
-        prev_path = path.dictionary[codes[-1]].as_py()
-        prev_offset = int(offset[-1])
-    return requests, seeks
+    from .outofcore import trace_order
+    stream = trace_order(runs.parts[0][1], page_size, max_request_bytes)
+    return {"totals": totals, "files": files, "requests": stream.requests,
+            "seeks": stream.seeks}
 
 
 # --- command line -------------------------------------------------------------
 
-# Text traces larger than this are summarised out of core by default; below
-# it the in-memory reader is as quick and prints the same.
-OUT_OF_CORE_TEXT_BYTES = 1 << 30
+# Text traces (together) larger than this are analysed out of core by
+# default; below it the in-memory reader prints the same and is quicker
+# (docs/scale.md measures where the two cross).
+OUT_OF_CORE_TEXT_BYTES = 64 << 20
 
 
-def use_out_of_core(args, source):
+def use_out_of_core(args, *sources):
     """--engine, or auto: DuckDB for Parquet input and large text traces."""
     engine = getattr(args, "engine", "auto")
     if engine != "auto":
         return engine == "duckdb"
-    if os.path.isdir(source) or source.endswith(".parquet"):
+    if any(os.path.isdir(s) or s.endswith(".parquet") for s in sources):
         return True
-    try:
-        return os.path.getsize(source) > OUT_OF_CORE_TEXT_BYTES
-    except OSError:
-        return False
+    size = 0
+    for source in sources:
+        try:
+            size += os.path.getsize(source)
+        except OSError:
+            pass
+    return size > OUT_OF_CORE_TEXT_BYTES
 
 
 def cmd_summary(args, report):
@@ -842,6 +803,11 @@ def cmd_summary(args, report):
         f"{totals['files']} files in {totals['duration_us'] / 1e3:,.3f} ms"
         f"{f' ({rate / 2**20:,.1f} MiB/s)' if rate else ''}; "
         f"{result['requests']:,} requests, {result['seeks']:,} seeks\n")
+    if totals["metadata_pages"]:
+        sys.stdout.write(
+            f"metadata: {totals['metadata_pages']:,} pages, "
+            f"{totals['metadata_pages'] * runs.page_size:,} bytes "
+            f"(of the total), from {', '.join(totals['metadata_devices'])}\n")
     return 0
 
 
