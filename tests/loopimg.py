@@ -106,6 +106,18 @@ def make_fragmented(paths, chunk=16384, rounds=12, seed=1):
     return {p: bytes(d) for p, d in data.items()}
 
 
+def diskstats_field(device, index):
+    """Field INDEX of DEVICE's line in /proc/diskstats, split on blanks
+    (3: reads completed, 5: sectors read): the kernel's own count."""
+    name = os.path.basename(device)
+    with open("/proc/diskstats") as f:
+        for line in f:
+            fields = line.split()
+            if fields[2] == name:
+                return int(fields[index])
+    raise AssertionError(f"{name} not in /proc/diskstats")
+
+
 def write_file(path, size, seed=0):
     data = random.Random(seed).randbytes(size)
     with open(path, "wb") as f:

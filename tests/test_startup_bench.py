@@ -28,7 +28,7 @@ REAL_REPLAY = os.path.join(REPO, "replay", "replay")
 PAGECACHE = os.path.join(REPO, "scripts", "pagecache")
 NOBODY = ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"]
 CSV_HEADER = ["run", "state", "iteration", "status", "elapsed_s", "prefetch_s",
-              "total_s", "cold_fraction"]
+              "total_s", "cold_fraction", "throttle"]
 ALL_STATES = ["cold", "selective", "hot", "prefetched", "simulated"]
 USED_STATES = ["prefetched-used", "concurrent"]
 TRACER = os.path.join(REPO, "tracer", "trace")

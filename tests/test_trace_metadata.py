@@ -37,13 +37,7 @@ MKFS = {"ext4": ["-q", "-b", "4096", "-E", "lazy_itable_init=0,lazy_journal_init
 
 
 def sectors_read(device):
-    name = os.path.basename(device)
-    with open("/proc/diskstats") as f:
-        for line in f:
-            fields = line.split()
-            if fields[2] == name:
-                return int(fields[5])
-    raise AssertionError(f"{name} not in /proc/diskstats")
+    return loopimg.diskstats_field(device, 5)
 
 
 def populate(root, seed=7):

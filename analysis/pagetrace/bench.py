@@ -31,6 +31,7 @@ pagetrace.tracefile.
 """
 
 import argparse
+import contextlib
 import json
 import os
 import pwd
@@ -44,7 +45,7 @@ import threading
 import time
 from collections import deque, namedtuple
 
-from . import __version__, cache, tracefile
+from . import __version__, cache, throttle, tracefile
 from .frontdoor import find_c_tool
 from .escape import display_path, escape
 from .startup_csv import (STATES, USED_STATES, Run, StartupCsvError,
@@ -147,21 +148,24 @@ def _drain(fd, watch):
         matched |= watch.feed(data)
 
 
-def run_once(command, timeout_s, watch, run_as, start=None):
+def run_once(command, timeout_s, watch, run_as, start=None,
+             spawning=contextlib.nullcontext):
     """Run the command in its own process group; time it; never hang.
 
     The exit is seen through a pidfd, so the time is exact (Popen.wait with a
     timeout polls with sleeps of up to 50 ms). On timeout the whole group is
     killed; after the run any process the command left behind is killed too.
     The time runs from `start` (perf_counter) when given: concurrent starts
-    the prefetch just before the command.
+    the prefetch just before the command. The command starts inside
+    `spawning` (the throttled cgroup's, with --throttle).
     """
     watch.before_run()
     start = time.perf_counter() if start is None else start
     try:
-        proc = subprocess.Popen(command, stdin=subprocess.DEVNULL,
-                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True, **popen_identity(run_as))
+        with spawning():
+            proc = subprocess.Popen(command, stdin=subprocess.DEVNULL,
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                    start_new_session=True, **popen_identity(run_as))
     except OSError as exc:
         return Outcome("failed", 0.0, f"cannot run {command[0]}: {exc.strerror}")
     out_fd = proc.stdout.fileno()
@@ -360,6 +364,9 @@ class CacheStates:
         self.replay = replay
         self.trace_path = trace_path
         self.used_trace_path = used_trace_path
+        # --throttle: the replays (prefetch, simulated I/O) and the command
+        # start in the throttled cgroup; the preparation here does not.
+        self.spawning = contextlib.nullcontext
         self.method = pagecache.choose_method()[0]
         self.warned_resident = set()
         self.warned_unmeasured = False
@@ -404,8 +411,9 @@ class CacheStates:
         finish_replay is called."""
         replay = {"command": [self.replay, *options, trace or self.trace_path]}
         try:
-            proc = subprocess.Popen(replay["command"], stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            with self.spawning():
+                proc = subprocess.Popen(replay["command"], stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         except OSError as exc:
             raise BenchError(f"{self.replay}: cannot run: {exc.strerror}") from None
 
@@ -644,6 +652,16 @@ def run_session(args, command, pagecache):
     run_as = invoking_user()
     watch = ReadinessWatch(args.ready_regex, args.ready_file)
     governor = governor_note()
+    with contextlib.ExitStack() as session:
+        if args.limits:
+            start_throttle(args, session, caches, paths)
+        runs = run_states(args, command, active, caches, run_as, watch, governor)
+    return runs, refused, governor, run_as, replay, caches.method
+
+
+def run_states(args, command, active, caches, run_as, watch, governor):
+    """Every run of the session, interleaved by iteration."""
+    paths = caches.paths
     progress(f"{len(active)} state(s) x {args.n} run(s); {len(paths)} traced "
              f"file(s); cache method {caches.method}; command runs as "
              + (f"{run_as.name} (uid {run_as.uid}, from SUDO_UID)" if run_as
@@ -657,14 +675,30 @@ def run_session(args, command, pagecache):
             for state in active:
                 fields, detail = prepare_and_run(
                     state, caches, lambda s, start=None: run_once(
-                        command, args.timeout, watch, run_as, start))
-                run = Run(len(runs), state, iteration, *fields)
+                        command, args.timeout, watch, run_as, start, caches.spawning))
+                run = Run(len(runs), state, iteration, *fields,
+                          throttle=throttle.label(args.limits))
                 runs.append(run)
                 writer.write(run)
                 report_progress(run, len(active) * args.n, detail)
     finally:
         writer.close()
-    return runs, refused, governor, run_as, replay, caches.method
+    return runs
+
+
+def start_throttle(args, session, caches, paths):
+    """The throttled cgroup on the disks of the trace's files, for the whole
+    session; removed when `session` closes (also on error and Ctrl-C).
+    args.throttled describes it for the output."""
+    disks = throttle.disks_of(paths)
+    cgroup = session.enter_context(throttle.Cgroup(args.limits, disks, PROG.replace(" ", "-")))
+    caches.spawning = cgroup.spawning
+    args.throttled = {"profile": args.limits.profile, "riops": args.limits.riops,
+                      "rbps": args.limits.rbps, "cgroup": cgroup.version,
+                      "devices": [throttle.dev_text(d) for d in disks]}
+    progress(f"throttled: {throttle.describe(args.limits)} on "
+             f"{' '.join(args.throttled['devices'])} (blk-throttle, cgroup "
+             f"{cgroup.version}): the command, its children and the replays")
 
 
 def report_progress(run, total_runs, detail):
@@ -766,6 +800,14 @@ def build_parser(prog=PROG):
     parser.add_argument("--replay", metavar="PATH",
                         help="the replayer (default: replay/replay of the source "
                         "tree, then pagetrace-replay beside this script or on PATH)")
+    slow = parser.add_mutually_exclusive_group()
+    slow.add_argument("--throttle", metavar="riops=N[,rbps=SIZE]",
+                      help="run the command and the replays in a cgroup whose "
+                      "blk-throttle limits the reads of the trace's disks to N "
+                      "per second (and SIZE bytes per second); root")
+    slow.add_argument("--device-profile", metavar="NAME",
+                      help="--throttle with the limits of "
+                      + ", ".join(throttle.PROFILES) + " (docs/replay.md)")
     parser.add_argument("--summarize", metavar="RUNS_CSV",
                         help="only summarize a CSV written earlier")
     return parser
@@ -799,7 +841,17 @@ def main(argv=None, prog=PROG):
         except re.error as exc:
             parser.error(f"--ready-regex: {exc}")
     try:
+        args.limits = (throttle.profile_limits(args.device_profile) if args.device_profile
+                       else throttle.parse_limits(args.throttle) if args.throttle else None)
+    except throttle.ThrottleError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 2
+    args.throttled = None
+    try:
         return bench(args, command)
+    except throttle.ThrottleError as exc:
+        print(f"{prog}: {exc}", file=sys.stderr)
+        return 1
     except (tracefile.TraceError, NothingToDo) as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 1
@@ -809,6 +861,17 @@ def main(argv=None, prog=PROG):
     except KeyboardInterrupt:
         progress("interrupted; the runs so far are in the CSV")
         return 130
+
+
+def throttle_note(throttled, runs):
+    """The device line of the summary: the profile the runs were made on."""
+    if throttled:
+        limits = throttle.Limits(throttled["riops"], throttled["rbps"], throttled["profile"])
+        return (f"device: {throttle.describe(limits)}, blk-throttle on "
+                f"{' '.join(throttled['devices'])} (cgroup {throttled['cgroup']})")
+    labels = sorted({r.throttle for r in runs if r.throttle})
+    return f"device: throttled as {', '.join(labels)}" if labels else \
+        "device: not throttled (the machine's own storage)"
 
 
 def bench(args, command):
@@ -821,7 +884,7 @@ def bench(args, command):
             args, command, cache)
         extra = {"governor": governor, "cache_method": method, "replay": replay,
                  "run_as_uid": run_as.uid if run_as else os.geteuid(),
-                 "refused": refused}
+                 "refused": refused, "throttle": args.throttled}
     summary = summarize(runs)
     compared = comparisons(summary)
     compared["prefetch_gains"] = prefetch_gains(runs)
@@ -832,6 +895,7 @@ def bench(args, command):
         sys.stdout.write("\n")
     else:
         notes = [f"state {s} refused: {why}" for s, why in refused.items()]
+        notes.append(throttle_note(args.throttled, runs))
         if "governor" in extra:
             notes.append(f"cpu0 frequency governor: {extra['governor']}"
                          if extra["governor"] else "cpu frequency governor: not exposed "

@@ -89,6 +89,8 @@ def read_startup_runs(path):
     source = str(path)
     frame = pd.read_csv(path, dtype={"state": str, "status": str},
                         keep_default_na=False, na_values=[""])
+    if tuple(frame.columns) == startup_csv.CSV_COLUMNS_V1:
+        frame["throttle"] = None   # written before --throttle
     if tuple(frame.columns) != STARTUP_COLUMNS:
         raise FormatError(f"{source}:1: expected header "
                           f"{','.join(STARTUP_COLUMNS)}")

@@ -209,3 +209,61 @@ def hdd_from_fit(fit, base=None):
         params["transfer_bytes_per_s"] = 1.0 / fit.coefficients["bytes"]
     params["per_request_ms"] = fit.coefficients.get("requests", 0.0) * 1e3
     return HDDModel(**params)
+
+
+# --- devices emulated with blk-throttle (replay --throttle) -------------
+
+@dataclass
+class ThrottleModel:
+    """A device emulated by the kernel's blk-throttle at `riops` reads and
+    `rbps` bytes a second (replay --throttle, startup-bench --throttle).
+
+    This is the SSD model's request-cost and bandwidth part with the
+    throttle's rule for combining them. blk-throttle dispatches a bio once
+    both budgets allow it (tg_may_dispatch() in block/blk-throttle.c waits
+    for the larger of the iops and the bps wait), so over a run the time is
+    the larger of ios / riops and bytes / rbps, not their sum as on a real
+    disk, where positioning and transfer add up. The kernel counts bios
+    after splitting: a request longer than the device takes in one bio
+    (`max_bio_bytes`: max_segments pages, or max_sectors_kb, whichever is
+    less) counts as several reads.
+
+    What a throttle cannot emulate: seek time that depends on distance.
+    Every read costs 1 / riops wherever it is, so on-disk order, which on
+    a spinning disk turns seeks into short ones or none (HDDModel), changes
+    nothing under a throttle except through the number of requests it
+    makes; the 150-IOPS profile is a disk whose every read is a short seek.
+    """
+    riops: float
+    rbps: float = float("inf")
+    max_bio_bytes: float = float("inf")
+
+    def ios(self, lengths):
+        """Reads the kernel counts for requests of `lengths` bytes."""
+        lengths = np.asarray(lengths, dtype=float)
+        return float(np.ceil(lengths / self.max_bio_bytes).clip(min=1).sum())
+
+    def total_s(self, lengths, seeks=None, distances=None):
+        lengths = np.asarray(lengths, dtype=float)
+        return self.time_s(self.ios(lengths), float(lengths.sum()))
+
+    def time_s(self, ios, nbytes):
+        return max(ios / self.riops, nbytes / self.rbps)
+
+
+def fit_throttle(runs):
+    """riops and rbps of a ThrottleModel from measured runs (dicts with
+    `ios`, `bytes`, `elapsed_s`), as the lower envelope: a throttled run
+    takes at least ios / riops and bytes / rbps, with equality for the
+    limit that binds, so riops is the highest ios / elapsed_s seen and rbps
+    the highest bytes / elapsed_s. Each needs at least one run that its
+    limit binds (short requests for riops, long ones for rbps)."""
+    riops = max(run["ios"] / run["elapsed_s"] for run in runs)
+    rbps = max(run["bytes"] / run["elapsed_s"] for run in runs)
+    return ThrottleModel(riops=riops, rbps=rbps)
+
+
+def relative_errors(model, runs):
+    """(predicted - measured) / measured of each run."""
+    return [(model.time_s(run["ios"], run["bytes"]) - run["elapsed_s"])
+            / run["elapsed_s"] for run in runs]

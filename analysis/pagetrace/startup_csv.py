@@ -22,13 +22,17 @@ USED_STATES = ("prefetched-used", "concurrent")
 # The states that prefetch, each against the selectively cold start.
 PREFETCH_STATES = ("prefetched", "prefetched-used", "concurrent")
 CSV_COLUMNS = ("run", "state", "iteration", "status", "elapsed_s",
-               "prefetch_s", "total_s", "cold_fraction")
+               "prefetch_s", "total_s", "cold_fraction", "throttle")
+# Files written before --throttle have no throttle column; read alike.
+CSV_COLUMNS_V1 = CSV_COLUMNS[:-1]
 STATUSES = ("ok", "failed", "timeout")
 # Digits after the point of each number column as written.
 _DIGITS = {"elapsed_s": 6, "prefetch_s": 6, "total_s": 6,
            "cold_fraction": 4}
 
-Run = namedtuple("Run", CSV_COLUMNS)
+# throttle: the --device-profile name, `riops=N rbps=B` for --throttle, or
+# None (the machine's own storage).
+Run = namedtuple("Run", CSV_COLUMNS, defaults=(None,))
 
 
 class StartupCsvError(ValueError):
@@ -43,7 +47,7 @@ def run_row(run):
     """One run as a CSV line (without the newline)."""
     return ",".join((str(run.run), run.state, str(run.iteration), run.status,
                      *(_number(getattr(run, c), d) for c, d in
-                       _DIGITS.items())))
+                       _DIGITS.items()), run.throttle or ""))
 
 
 def header_row():
@@ -58,17 +62,18 @@ def read_runs(path):
 
     with open(path, newline="") as f:
         reader = csv.reader(f)
-        header = next(reader, None)
-        if tuple(header or ()) != CSV_COLUMNS:
+        header = tuple(next(reader, None) or ())
+        if header not in (CSV_COLUMNS, CSV_COLUMNS_V1):
             raise StartupCsvError(f"{path}: not a startup-bench runs CSV "
                                   f"(header must be {header_row()})")
         runs = []
         for line, row in enumerate(reader, 2):
-            if len(row) != len(CSV_COLUMNS) or row[1] not in STATES:
+            if len(row) != len(header) or row[1] not in STATES:
                 raise StartupCsvError(f"{path}:{line}: malformed run row")
             try:
                 runs.append(Run(int(row[0]), row[1], int(row[2]), row[3],
-                                *(number(v) for v in row[4:])))
+                                *(number(v) for v in row[4:8]),
+                                row[8] if len(row) > 8 and row[8] else None))
             except ValueError as exc:
                 raise StartupCsvError(f"{path}:{line}: malformed number: "
                                       f"{exc}") from None

@@ -1,0 +1,470 @@
+"""--throttle and --device-profile in replay and startup-bench: the reads
+of a loop device are limited to N per second as the kernel counts them
+(/proc/diskstats of the device, not the tools' own figures), the traced
+command and the prefetch are in the cgroup, the cgroup is gone afterwards
+(also after SIGINT/SIGTERM mid-run, a failing command and a child left
+behind), and every bad input of issue 14 is one line and a non-zero exit.
+"""
+import glob
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+import pytest
+
+import loopimg
+
+TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPLAY = os.path.join(TOP, "replay", "replay")
+BENCH = os.path.join(TOP, "scripts", "startup-bench")
+PAGE = 4096
+sys.path.insert(0, os.path.join(TOP, "analysis"))
+from pagetrace import throttle  # noqa: E402
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built():
+    loopimg.require_root()
+    subprocess.run(["make", "-s", "-C", os.path.join(TOP, "replay")], check=True)
+
+
+@pytest.fixture(scope="module")
+def loopfs():
+    """ext4 on a fresh loop device, with a 16 MiB file; (file, loop)."""
+    with loopimg.loop_mount("ext4", 64, ("-q", "-F", "-b", "4096")) as (mnt, loop):
+        data = os.path.join(mnt, "data")
+        loopimg.write_file(data, 16 << 20, seed=5)
+        yield data, loop
+
+
+def write_trace(path, data, pages, seed=1):
+    """A v1 trace of `pages` distinct pages of `data` in random order."""
+    offsets = random.Random(seed).sample(range((16 << 20) // PAGE), pages)
+    with open(path, "w") as f:
+        f.write("# pagetrace-format: 1\n# page-size: 4096\n")
+        for i, page in enumerate(offsets):
+            f.write(f"{1_700_000_000_000_000 + i} {data} {page * PAGE}\n")
+    return path
+
+
+def reads_completed(loop):
+    return loopimg.diskstats_field(loop, 3)
+
+
+def cgroup_dirs(pid=None):
+    """The throttle cgroups there are, in every mounted hierarchy (read
+    from /proc/mounts, not with the code under test)."""
+    found = []
+    with open("/proc/mounts") as f:
+        points = [line.split()[1] for line in f
+                  if line.split()[2] in ("cgroup", "cgroup2")]
+    for point in points:
+        found += glob.glob(f"{point}/pagetrace-*{'' if pid is None else f'.{pid}'}")
+    return found
+
+
+
+class Ran(subprocess.CompletedProcess):
+    """A finished run, with the pid it had (the name of its cgroup)."""
+
+
+def run(argv, timeout=60):
+    with subprocess.Popen([str(a) for a in argv], stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as proc:
+        out, err = proc.communicate(timeout=timeout)
+    ran = Ran(argv, proc.returncode, out, err)
+    ran.pid = proc.pid
+    return ran
+
+
+def no_cgroup_left(ran):
+    """Nothing left of the run's cgroup. Only its own: other runs (make
+    bench, other test sessions) may be throttling at the same time."""
+    assert cgroup_dirs(ran.pid) == []
+
+
+def one_line(stderr):
+    lines = [line for line in stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, stderr
+    return lines[0]
+
+
+# --- the limit, measured by the kernel ----------------------------------
+
+def test_replay_riops_on_loop_device(loopfs, tmp_path):
+    data, loop = loopfs
+    trace = write_trace(tmp_path / "t.log", data, 300)
+    before = reads_completed(loop)
+    start = time.monotonic()
+    result = run([REPLAY, "-j", "--no-group", "--throttle", "riops=200", trace])
+    wall = time.monotonic() - start
+    assert result.returncode == 0, result.stderr
+    reads = reads_completed(loop) - before
+    # 300 single-page O_DIRECT reads; at most a few metadata reads besides.
+    assert 300 <= reads <= 310
+    # blk-throttle lets the first time slice's budget (about 0.1 s of it)
+    # through at once, so a 1.5 s run comes out up to 8% fast; the
+    # benchmark (bench/bench_throttle.py) measures 10 s runs to within 5%.
+    assert reads / wall == pytest.approx(200, rel=0.1)
+    out = json.loads(result.stdout)
+    assert out["throttle"]["riops"] == 200 and out["throttle"]["rbps"] is None
+    assert out["throttle"]["devices"] == [loop_dev(loop)]
+    assert out["requests"] / out["elapsed_s"] == pytest.approx(200, rel=0.1)
+    assert "throttled: riops=200 on " + loop_dev(loop) in result.stderr
+    no_cgroup_left(result)
+
+
+def loop_dev(loop):
+    rdev = os.stat(loop).st_rdev
+    return f"{os.major(rdev)}:{os.minor(rdev)}"
+
+
+def test_replay_rbps_limits_bytes(loopfs, tmp_path):
+    """rbps: 256 KiB/s over 128 pages (512 KiB) takes 2 s, whatever riops."""
+    data, loop = loopfs
+    trace = write_trace(tmp_path / "t.log", data, 128, seed=2)
+    start = time.monotonic()
+    result = subprocess.run([REPLAY, "-q", "--no-group", "--throttle",
+                             "riops=100000,rbps=256K", trace],
+                            capture_output=True, text=True, timeout=30)
+    wall = time.monotonic() - start
+    assert result.returncode == 0, result.stderr
+    assert wall == pytest.approx(2.0, rel=0.1)
+
+
+def test_unthrottled_is_much_faster(loopfs, tmp_path):
+    """The control: the same reads without --throttle are not limited."""
+    data, _ = loopfs
+    trace = write_trace(tmp_path / "t.log", data, 300)
+    start = time.monotonic()
+    subprocess.run([REPLAY, "-q", "--no-group", trace], check=True, timeout=30)
+    assert time.monotonic() - start < 0.5
+
+
+# --- cleanup on every way out -------------------------------------------
+
+@pytest.mark.parametrize("sig, status", [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_replay_signal_mid_run_removes_cgroup(loopfs, tmp_path, sig, status):
+    data, _ = loopfs
+    trace = write_trace(tmp_path / "t.log", data, 400)
+    proc = subprocess.Popen([REPLAY, "-q", "--no-group", "--queue-depth", "4",
+                             "--throttle", "riops=40", trace],
+                            stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 5
+    while not cgroup_dirs(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert cgroup_dirs(proc.pid), "the cgroup never appeared"
+    time.sleep(0.3)
+    proc.send_signal(sig)
+    _, stderr = proc.communicate(timeout=10)
+    assert proc.returncode == status
+    assert one_line(stderr) == "replay: interrupted; the throttle cgroup is removed"
+    assert cgroup_dirs(proc.pid) == []
+
+
+# --- bad input ------------------------------------------------------------
+
+@pytest.mark.parametrize("args, message", [
+    (["--throttle", "riops=0"], "replay: --throttle: 'riops=0': riops must be"),
+    (["--throttle", "riops=-5"], "replay: --throttle: 'riops=-5': riops must be"),
+    (["--throttle", "riops=ten"], "replay: --throttle: 'riops=ten': riops must be"),
+    (["--throttle", "rbps=1M"], "riops=N is required"),
+    (["--throttle", "riops=10,wiops=3"], "unknown key"),
+    (["--device-profile", "floppy"],
+     "replay: --device-profile: 'floppy': no such profile (there are "
+     "cloud-3000, sdcard, hdd-150)"),
+    (["--device-profile", "sdcard", "--throttle", "riops=5"], "give one of"),
+])
+def test_replay_bad_limits(loopfs, tmp_path, args, message):
+    trace = write_trace(tmp_path / "t.log", loopfs[0], 4)
+    result = run([REPLAY, *args, trace])
+    assert result.returncode == 2
+    assert message in result.stderr.splitlines()[0]
+    if "give one of" not in message:   # argp's own conflict check adds "Try"
+        one_line(result.stderr)
+    no_cgroup_left(result)
+
+
+@pytest.fixture
+def readable_file():
+    """A file on the root filesystem that nobody can read, and its trace."""
+    where = tempfile.mkdtemp(prefix="pagetrace-throttle-", dir="/var/tmp")
+    os.chmod(where, 0o755)
+    data = os.path.join(where, "data")
+    loopimg.write_file(data, 64 << 10, seed=7)
+    os.chmod(data, 0o644)
+    trace = os.path.join(where, "t.log")
+    with open(trace, "w") as f:
+        f.write(f"# pagetrace-format: 1\n# page-size: 4096\n1 {data} 0\n")
+    os.chmod(trace, 0o644)
+    yield data, trace
+    shutil.rmtree(where)
+
+
+def as_nobody(*argv):
+    return run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *argv])
+
+
+def test_replay_not_root(readable_file):
+    result = as_nobody(REPLAY, "-q", "--throttle", "riops=10", readable_file[1])
+    assert result.returncode == 1
+    line = one_line(result.stderr)
+    assert line.startswith("replay: --throttle: cannot create the cgroup ")
+    assert line.endswith("Permission denied (needs root)")
+    no_cgroup_left(result)
+
+
+def test_replay_tmpfs_cannot_be_throttled(tmpfs_dir, tmp_path):
+    data = os.path.join(tmpfs_dir, "f")
+    loopimg.write_file(data, 8192)
+    trace = tmp_path / "t.log"
+    trace.write_text(f"# pagetrace-format: 1\n# page-size: 4096\n1 {data} 0\n")
+    result = run([REPLAY, "--throttle", "riops=10", trace])
+    assert result.returncode == 1
+    assert one_line(result.stderr) == (
+        f"replay: {data}: cannot throttle: it is on tmpfs (tmpfs), which has "
+        "no block device for blk-throttle to limit")
+    no_cgroup_left(result)
+
+
+@pytest.fixture
+def overlay_file():
+    where = tempfile.mkdtemp(prefix="pagetrace-overlay-")
+    dirs = {d: os.path.join(where, d) for d in ("lower", "upper", "work", "merged")}
+    for d in dirs.values():
+        os.mkdir(d)
+    loopimg.write_file(os.path.join(dirs["lower"], "f"), 8192)
+    loopimg.run("mount", "-t", "overlay", "overlay", "-o",
+                f"lowerdir={dirs['lower']},upperdir={dirs['upper']},"
+                f"workdir={dirs['work']}", dirs["merged"])
+    try:
+        yield os.path.join(dirs["merged"], "f")
+    finally:
+        loopimg.run("umount", dirs["merged"], check=False)
+        shutil.rmtree(where, ignore_errors=True)
+
+
+def test_replay_overlay_cannot_be_throttled(overlay_file, tmp_path):
+    trace = tmp_path / "t.log"
+    trace.write_text(f"# pagetrace-format: 1\n# page-size: 4096\n1 {overlay_file} 0\n")
+    result = run([REPLAY, "--buffered", "--throttle", "riops=10", trace])
+    assert result.returncode == 1
+    line = one_line(result.stderr)
+    assert line.startswith(f"replay: {overlay_file}: cannot throttle: it is on an "
+                           "overlay filesystem")
+    no_cgroup_left(result)
+
+
+def without_cgroups(*argv):
+    """ARGV in a private mount namespace without any cgroup hierarchy
+    mounted: to the tool, a kernel that offers no blk-throttle."""
+    script = ("for m in $(awk '$3 == \"cgroup\" || $3 == \"cgroup2\" {print $2}' "
+              "/proc/self/mounts | sort -r); do umount -l \"$m\" || exit 99; done; "
+              'exec "$@"')
+    return run(["unshare", "--mount", "--propagation", "private",
+                "sh", "-c", script, "sh", *argv])
+
+
+def test_replay_without_blk_throttle(readable_file):
+    result = without_cgroups(REPLAY, "-q", "--throttle", "riops=10", readable_file[1])
+    assert result.returncode == 1, result.stderr
+    assert one_line(result.stderr) == (
+        "replay: --throttle: no blk-throttle here: neither cgroup v2 nor a "
+        "cgroup v1 blkio hierarchy is mounted")
+    no_cgroup_left(result)
+
+
+def fake_mountinfo(tmp_path, lines):
+    path = tmp_path / "mountinfo"
+    path.write_text("".join(f"{i + 20} 1 0:{i + 30} / {line}\n"
+                            for i, line in enumerate(lines)))
+    return str(path)
+
+
+def test_detection_v1_without_throttle_files(tmp_path):
+    """A v1 blkio hierarchy without blkio.throttle.* files is a kernel built
+    without CONFIG_BLK_DEV_THROTTLING."""
+    blkio = tmp_path / "blkio"
+    blkio.mkdir()
+    (blkio / "cgroup.procs").write_text("")
+    info = fake_mountinfo(tmp_path, [f"{blkio} rw - cgroup cgroup rw,blkio"])
+    with pytest.raises(throttle.ThrottleError, match=r"the kernel has no "
+                       r"blk-throttle: .*blkio has no blkio.throttle.read_iops_device"):
+        throttle.find_hierarchy(info)
+    (blkio / "blkio.throttle.read_iops_device").write_text("")
+    assert throttle.find_hierarchy(info) == (1, str(blkio), "/")
+
+
+def test_detection_v2_prefers_io_controller(tmp_path):
+    v2, blkio = tmp_path / "unified", tmp_path / "blkio"
+    v2.mkdir()
+    blkio.mkdir()
+    (v2 / "cgroup.controllers").write_text("cpu memory pids\n")
+    only_v2 = fake_mountinfo(tmp_path, [f"{v2} rw - cgroup2 cgroup2 rw"])
+    with pytest.raises(throttle.ThrottleError, match=r"cgroup v2 \(.*unified\) "
+                       "does not offer the io controller"):
+        throttle.find_hierarchy(only_v2)
+    (v2 / "cgroup.controllers").write_text("cpu io memory pids\n")
+    (blkio / "blkio.throttle.read_iops_device").write_text("")
+    both = fake_mountinfo(tmp_path, [f"{blkio} rw - cgroup cgroup rw,blkio",
+                                     f"{v2} rw - cgroup2 cgroup2 rw"])
+    assert throttle.find_hierarchy(both) == (2, str(v2), "/")
+
+
+def test_partition_resolves_to_its_disk(tmp_path):
+    """blk-throttle refuses partitions: a partition's limit goes on its
+    disk, the parent in sysfs (a fake sysfs: this kernel has no partition
+    table support to make a real one)."""
+    disk = tmp_path / "devices" / "vda"
+    (disk / "vda1").mkdir(parents=True)
+    (disk / "dev").write_text("254:0\n")
+    (disk / "vda1" / "partition").write_text("1\n")
+    (tmp_path / "dev" / "block").mkdir(parents=True)
+    os.symlink(disk / "vda1", tmp_path / "dev" / "block" / "254:1")
+    os.symlink(disk, tmp_path / "dev" / "block" / "254:0")
+    assert throttle.whole_disk(os.makedev(254, 1), "f", str(tmp_path)) == \
+        os.makedev(254, 0)
+    assert throttle.whole_disk(os.makedev(254, 0), "f", str(tmp_path)) == \
+        os.makedev(254, 0)
+
+
+# --- startup-bench ----------------------------------------------------------
+
+def bench(*args):
+    return run([sys.executable, BENCH, *args])
+
+
+def test_bench_command_and_prefetch_are_throttled(loopfs, tmp_path):
+    """The command (here a replay of 100 pages, O_DIRECT) and the prefetch
+    (replay --sorted --prefetch of the same 100 pages) both run at 100
+    reads per second: about 1 s each, which unthrottled takes a few ms."""
+    data, loop = loopfs
+    trace = write_trace(tmp_path / "t.log", data, 100, seed=3)
+    csv = tmp_path / "runs.csv"
+    before = reads_completed(loop)
+    result = bench("--trace", trace, "-n", "1", "--states", "selective,prefetched",
+                   "--throttle", "riops=100", "-o", csv, "-j", "--",
+                   REPLAY, "-q", "--no-group", trace)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    runs = {r["state"]: r for r in out["runs"]}
+    assert runs["selective"]["elapsed_s"] == pytest.approx(1.0, rel=0.15)
+    assert runs["prefetched"]["prefetch_s"] == pytest.approx(1.0, rel=0.15)
+    # 2 x 100 O_DIRECT reads by the command, up to 100 by the prefetch
+    # (--sorted merges pages that happen to be adjacent).
+    assert 290 <= reads_completed(loop) - before <= 310
+    assert out["throttle"] == {"profile": None, "riops": 100, "rbps": None,
+                               "cgroup": out["throttle"]["cgroup"],
+                               "devices": [loop_dev(loop)]}
+    assert {r["throttle"] for r in out["runs"]} == {"riops=100"}
+    rows = csv.read_text().splitlines()
+    assert rows[0].endswith(",cold_fraction,throttle")
+    assert all(row.endswith(",riops=100") for row in rows[1:])
+    no_cgroup_left(result)
+
+
+def test_bench_profile_in_text_output(loopfs, tmp_path):
+    trace = write_trace(tmp_path / "t.log", loopfs[0], 4)
+    result = bench("--trace", trace, "-n", "1", "--states", "selective",
+                   "--device-profile", "cloud-3000", "--", "true")
+    assert result.returncode == 0, result.stderr
+    assert (f"device: cloud-3000 (riops=3000,rbps=131072000), blk-throttle on "
+            f"{loop_dev(loopfs[1])}") in result.stdout
+
+
+# A duration no one else's sleep has, to find the leftover by.
+LEFTOVER = f"59.{os.getpid()}"
+
+
+def test_bench_failing_command_and_leftover_child(loopfs, tmp_path):
+    """A command that fails, and one that leaves a process outside its
+    process group behind: the session ends and the cgroup is removed."""
+    trace = write_trace(tmp_path / "t.log", loopfs[0], 4)
+    result = bench("--trace", trace, "-n", "1", "--states", "selective",
+                   "--throttle", "riops=50", "--", "sh", "-c",
+                   f"setsid sleep {LEFTOVER} & exit 3")
+    assert result.returncode == 1
+    assert "exited with status 3" in result.stderr
+    no_cgroup_left(result)
+    assert subprocess.run(["pgrep", "-f", f"^sleep {LEFTOVER}$"]).returncode == 1
+
+
+def test_bench_sigint_mid_run_removes_cgroup(loopfs, tmp_path):
+    trace = write_trace(tmp_path / "t.log", loopfs[0], 4)
+    proc = subprocess.Popen([sys.executable, BENCH, "--trace", trace, "-n", "5",
+                             "--states", "selective", "--throttle", "riops=50",
+                             "--", "sleep", "2"], stderr=subprocess.PIPE, text=True)
+    deadline = time.monotonic() + 10
+    while not cgroup_dirs(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert cgroup_dirs(proc.pid), "the cgroup never appeared"
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGINT)
+    _, stderr = proc.communicate(timeout=15)
+    assert proc.returncode == 130, stderr
+    assert "interrupted" in stderr.splitlines()[-1]
+    assert cgroup_dirs(proc.pid) == []
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--throttle", "riops=0"], "startup-bench: --throttle: 'riops=0': riops must be"),
+    (["--throttle", "riops=-3"], "startup-bench: --throttle: 'riops=-3': riops must be"),
+    (["--device-profile", "floppy"], "startup-bench: --device-profile: 'floppy': "
+     "no such profile (there are cloud-3000, sdcard, hdd-150)"),
+])
+def test_bench_bad_limits(loopfs, tmp_path, args, message):
+    trace = write_trace(tmp_path / "t.log", loopfs[0], 4)
+    result = bench("--trace", trace, "-n", "1", *args, "--", "true")
+    assert result.returncode == 2
+    assert one_line(result.stderr).startswith(message)
+
+
+def test_bench_tmpfs_not_root_and_no_blk_throttle(tmpfs_dir, tmp_path, readable_file):
+    data = os.path.join(tmpfs_dir, "f")
+    loopimg.write_file(data, 8192)
+    trace = tmp_path / "t.log"
+    trace.write_text(f"# pagetrace-format: 1\n# page-size: 4096\n1 {data} 0\n")
+    common = ["-n", "1", "--states", "selective", "--throttle", "riops=10", "--", "true"]
+    result = bench("--trace", trace, *common)
+    assert result.returncode == 1
+    assert one_line(result.stderr) == (
+        f"startup-bench: {data}: cannot throttle: it is on tmpfs (tmpfs), which "
+        "has no block device for blk-throttle to limit")
+    no_cgroup_left(result)
+    result = as_nobody(sys.executable, BENCH, "--trace", readable_file[1], *common)
+    assert result.returncode == 1
+    assert one_line(result.stderr).endswith("Permission denied (needs root)")
+    no_cgroup_left(result)
+    result = without_cgroups(sys.executable, BENCH, "--trace", readable_file[1], *common)
+    assert result.returncode == 1
+    assert one_line(result.stderr) == (
+        "startup-bench: --throttle: no blk-throttle here: neither cgroup v2 nor "
+        "a cgroup v1 blkio hierarchy is mounted")
+    no_cgroup_left(result)
+
+
+# --- the model's throttle part --------------------------------------------
+
+def test_throttle_model_takes_the_larger_limit():
+    from pagetrace import model
+    m = model.ThrottleModel(riops=100, rbps=1_000_000, max_bio_bytes=65536)
+    # 10 reads of 4 KiB: iops-bound, 0.1 s; 10 of 64 KiB: bytes-bound.
+    assert m.total_s([4096] * 10) == pytest.approx(0.1)
+    assert m.total_s([65536] * 10) == pytest.approx(0.65536)
+    # A 128 KiB request is split into 2 bios, and the kernel counts both.
+    assert m.ios([131072, 4096]) == 3
+
+
+def test_fit_throttle_is_the_lower_envelope():
+    from pagetrace import model
+    runs = [{"ios": 100, "bytes": 409600, "elapsed_s": 1.0},       # iops-bound
+            {"ios": 10, "bytes": 2_000_000, "elapsed_s": 2.0}]     # bytes-bound
+    fitted = model.fit_throttle(runs)
+    assert (fitted.riops, fitted.rbps) == (100, 1_000_000)
+    assert model.relative_errors(fitted, runs) == [0.0, 0.0]
