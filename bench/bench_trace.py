@@ -26,6 +26,7 @@ import importlib.util
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -175,7 +176,14 @@ def bpf_programs(pid):
             if p["id"] in ids}
 
 
-def profile(count, file_size, directory, options):
+def cpu_ns(pid):
+    """utime + stime of process PID itself (not its children), in ns."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1e9 / os.sysconf("SC_CLK_TCK")
+
+
+def profile(count, file_size, directory, options, tracer=TRACE):
     """Run the workload once under `trace OPTIONS` with kernel.bpf_stats_enabled
     set, and return (faults, {program: (runs, ns)}) read while trace still
     holds its programs (the command sleeps after the workload)."""
@@ -188,11 +196,15 @@ def profile(count, file_size, directory, options):
         f.write("1")
     try:
         with tempfile.NamedTemporaryFile(dir=WORK_DIR, suffix=".log") as log:
-            proc = subprocess.Popen([TRACE, "-q", "--allow-lost", *options, "-o", log.name, "-c",
-                                     f"{binary} {path} {count}; sleep 3"],
+            proc = subprocess.Popen([tracer, "-q", "--allow-lost", *options, "-o", log.name, "-c",
+                                     f"echo start; {binary} {path} {count}; sleep 3"],
                                     stdout=subprocess.PIPE, text=True)
+            proc.stdout.readline()
+            started = cpu_ns(proc.pid)
             workload_seconds(proc.stdout.readline())
             programs = bpf_programs(proc.pid)
+            programs["(user side: trace's CPU while the workload ran)"] = (
+                1, cpu_ns(proc.pid) - started)
             proc.communicate()
     finally:
         with open(stats_file, "w") as f:
@@ -208,10 +220,11 @@ def profile_markdown(count, profiles):
         for name, (runs, ns) in sorted(programs.items(), key=lambda kv: -kv[1][1]):
             if not runs:
                 continue
-            total += ns
+            if not name.startswith("("):
+                total += ns
             lines.append(f"| {options or '(none)'} | {name} | {runs} | {runs / count:.2f} | "
                          f"{ns / runs:.0f} | {ns / count:.0f} |")
-        lines.append(f"| {options or '(none)'} | **all** | | | | **{total / count:.0f}** |")
+        lines.append(f"| {options or '(none)'} | **all BPF** | | | | **{total / count:.0f}** |")
     return "\n".join(lines)
 
 
@@ -226,6 +239,10 @@ def summarize(results, count):
             "mode": name, "runs": len(secs), "mean_s": mean,
             "ci95_s": (hi - mean) if len(secs) > 1 else None,
             "ratio_vs_untraced": mean / base,
+            # Each run against the untraced run of its own round: the machine's
+            # drift cancels within a round.
+            "median_paired_ratio": statistics.median(
+                t / u for t, u in zip(secs, results["untraced"]["seconds"])),
             "events_per_s": (sum(events) / len(events)) / mean if events else None,
             "records_per_run": (sum(events) / len(events)) if events else None,
             "lost": results[name]["lost"], "faults_per_run": count,
@@ -234,14 +251,16 @@ def summarize(results, count):
 
 
 def markdown(rows):
-    lines = ["| mode | runs | workload time (s) | × untraced | records/run | events/s | lost |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    lines = ["| mode | runs | workload time (s) | × untraced | median × untraced, paired by round "
+             "| records/run | events/s | lost |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         ci = f" ± {r['ci95_s']:.3f}" if r["ci95_s"] is not None else ""
         rec = f"{r['records_per_run']:.0f}" if r["records_per_run"] is not None else "–"
         eps = f"{r['events_per_s']:.0f}" if r["events_per_s"] is not None else "–"
         lines.append(f"| {r['mode']} | {r['runs']} | {r['mean_s']:.3f}{ci} | "
-                     f"{r['ratio_vs_untraced']:.3f} | {rec} | {eps} | {r['lost']} |")
+                     f"{r['ratio_vs_untraced']:.3f} | {r['median_paired_ratio']:.3f} | {rec} | {eps} | "
+                     f"{r['lost']} |")
     return "\n".join(lines)
 
 
@@ -272,7 +291,10 @@ def main():
     size = args.file_size_mib << 20
     with (zram_dir(size) if args.device == "zram" else contextlib.nullcontext(WORK_DIR)) as where:
         if args.profile:
-            profiles = [(o, profile(args.count, size, where, o.split())) for o in ("", "--used")]
+            binaries = [("", TRACE)] + ([(" (baseline)", args.baseline)] if args.baseline else [])
+            profiles = [(o + label, profile(args.count, size, where, o.split(), binary))
+                        for _ in range(args.rounds if args.baseline else 1)
+                        for o in ("", "--used") for label, binary in binaries]
             print(profile_markdown(args.count, profiles))
             return
         results = measure(args.rounds, args.count, size, modes, where)

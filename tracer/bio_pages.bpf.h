@@ -244,4 +244,21 @@ static __always_inline bool start_bio_walk(struct bio *bio, struct bio_walk *wal
 	return walk->vecs && walk->left;
 }
 
+/*
+ * The same from a tp_btf program, whose @bio argument the verifier trusts:
+ * plain loads (CO-RE relocated) instead of a helper call per field, which
+ * is most of the time spent before the walk.
+ */
+static __always_inline bool start_trusted_bio_walk(struct bio *bio, struct bio_walk *walk)
+{
+	if ((bio->bi_opf & REQ_OP_MASK) != 0 /* REQ_OP_READ */)
+		return false;
+	walk->vecs = (__u64)bio->bi_io_vec;
+	walk->idx = bio->bi_iter.bi_idx;
+	walk->skip = bio->bi_iter.bi_bvec_done;
+	walk->left = walk->size = bio->bi_iter.bi_size;
+	walk->bio = (__u64)bio;
+	return walk->vecs && walk->left;
+}
+
 #endif /* PAGETRACE_BIO_PAGES_BPF_H */

@@ -115,7 +115,7 @@ static __always_inline struct cache_counts *file_counts(struct inode *inode,
 
 	if (entry)
 		return entry;
-	emit_file_path((__u64)inode);
+	send_file_name(inode, id);
 	if (bpf_map_update_elem(&files, id, &fresh, BPF_NOEXIST) == -7 /* E2BIG */)
 		add(CACHE_LOST_FILE, 1);
 	return bpf_map_lookup_elem(&files, id);

@@ -38,18 +38,18 @@ static __always_inline struct dentry *inode_dentry(struct inode *inode)
  * space maps the filesystem to its mount point. A global function, so the
  * verifier checks this walk once instead of at every call site.
  */
-__noinline int emit_file_path(__u64 inode_addr)
+__noinline int emit_file_path(__u64 inode_addr, __u64 dev_generation, __u64 ino)
 {
 	struct inode *inode = (struct inode *)inode_addr;
+	struct file_id id = { .dev = dev_generation >> 32, .generation = (__u32)dev_generation,
+			      .ino = ino };
 	struct path_event *event;
 	struct dentry *dentry, *parent;
-	struct file_id id = {};
 	__u32 depth = 0;
 	__u8 one = 1;
 
 	if (!inode)
 		return 0;
-	file_id_of(inode, &id);
 	/* Look first: an LRU map's update takes a free node even when the key is there. */
 	if (bpf_map_lookup_elem(&named_files, &id) ||
 	    bpf_map_update_elem(&named_files, &id, &one, BPF_NOEXIST))
@@ -85,6 +85,16 @@ __noinline int emit_file_path(__u64 inode_addr)
 	event->depth = depth;
 	bpf_ringbuf_submit(event, wakeup_flags());
 	return 0;
+}
+
+/*
+ * The name of @inode, whose file id the caller already has (so that it is
+ * read from the inode once per event, not twice): scalars, because a global
+ * function takes no pointer to its caller's stack on every kernel.
+ */
+static __always_inline void send_file_name(struct inode *inode, const struct file_id *id)
+{
+	emit_file_path((__u64)inode, ((__u64)id->dev << 32) | id->generation, id->ino);
 }
 
 #endif /* PAGETRACE_FILE_PATH_BPF_H */

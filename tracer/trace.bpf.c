@@ -121,14 +121,16 @@ __noinline int emit_page_run(__u64 inode_addr, __u64 first, __u64 nr_pages,
 {
 	struct inode *inode = (struct inode *)inode_addr;
 	struct pages_event *event;
+	struct file_id id;
 
 	if (!inode || !nr_pages)
 		return 0;
-	emit_file_path(inode_addr);
+	file_id_of(inode, &id);
+	send_file_name(inode, &id);
 	event = reserve_pages(first, nr_pages, ts_ns, cause);
 	if (!event)
 		return 0;
-	file_id_of(inode, &event->file);
+	event->file = id;
 	bpf_ringbuf_submit(event, wakeup_flags());
 	return 0;
 }
@@ -159,7 +161,7 @@ static __always_inline void emit_marks(struct inode *inode, const struct page_ch
 
 	if (!mask)
 		return;
-	emit_file_path((__u64)inode);
+	send_file_name(inode, &key->file);
 	event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
 	if (!event) {
 		count(COUNTER_LOST_RINGBUF);
@@ -222,13 +224,14 @@ static __always_inline void on_read_run(struct bio_walk *walk)
 		      cause_for(&walk->hint, walk->run.inode));
 }
 
-static __always_inline int handle_bio_queue(struct bio *bio)
+static __always_inline int handle_bio_queue(struct bio *bio, bool trusted)
 {
 	struct bio_walk walk = {};
 	struct read_context *ctx;
 	__u32 tid;
 
-	if (!current_is_traced() || !start_bio_walk(bio, &walk))
+	if (!current_is_traced() ||
+	    !(trusted ? start_trusted_bio_walk(bio, &walk) : start_bio_walk(bio, &walk)))
 		return 0;
 	walk.ts_ns = bpf_ktime_get_ns();
 	tid = current_tid();
@@ -343,8 +346,11 @@ static __always_inline int handle_fault(struct address_space *mapping, __u64 ind
 }
 
 
-TRACEPOINT_PROGRAMS(bio_queue, "block_bio_queue", handle_bio_queue(bio),
-		    struct bio *bio)
+/* By hand: tp_btf's bio is a trusted pointer, read without probe reads. */
+SEC("tp_btf/block_bio_queue")
+int BPF_PROG(btf_bio_queue, struct bio *bio) { return handle_bio_queue(bio, true); }
+SEC("raw_tp/block_bio_queue")
+int BPF_PROG(raw_bio_queue, struct bio *bio) { return handle_bio_queue(bio, false); }
 TRACEPOINT_PROGRAMS(fork, "sched_process_fork", handle_fork(parent, child),
 		    struct task_struct *parent, struct task_struct *child)
 TRACEPOINT_PROGRAMS(exit, "sched_process_exit", handle_exit(task),
