@@ -632,3 +632,38 @@ def test_auto_engine(tmp_path, monkeypatch):
     assert dataset.use_out_of_core(args, small, small)
     assert not dataset.use_out_of_core(argparse.Namespace(engine="memory"),
                                        small, small)
+
+
+@pytest.mark.parametrize("used", [False, True], ids=["read", "used"])
+def test_consensus_in_batches_and_buckets_is_the_same(tmp_path, monkeypatch,
+                                                      capsys, used):
+    """Past BATCH_RECORDS the runs are ranked a batch at a time and the
+    medians taken a bucket of pages at a time: the same trace and report
+    as the one query (forced here with batches of about one run)."""
+    rng = random.Random(5)
+    core = [(f"/lib/c{i % 3}.so", 4096 * i) for i in range(200)]
+    paths = []
+    for run in range(7):
+        pages = core + [(f"/r{run}", 4096 * j) for j in range(30)] + \
+            [("/few", 4096 * j) for j in range(run, run + 20)]
+        rng.shuffle(pages)
+        accessed = [p for p in pages if rng.random() < 0.6] if used else ()
+        paths.append(_write_run(tmp_path / f"r{run}.log", pages,
+                                version=2 if used else 1, accessed=accessed))
+    ds = tmp_path / "ds"
+    assert cli.main(["convert", "-q", "-o", str(ds), *paths]) == 0
+    flags = ["--used"] if used else []
+    outputs = []
+    for batch in (None, 300):
+        if batch:
+            monkeypatch.setattr(consensus, "BATCH_RECORDS", batch)
+            monkeypatch.setattr(consensus, "BUCKET_RECORDS", 250)
+            assert len(consensus._batches(dataset.Runs(
+                [str(ds)], str(tmp_path), print))) == 7
+        out, st = tmp_path / f"{batch}.log", tmp_path / f"{batch}.json"
+        assert cli.main(["merge", *flags, "--min-runs", "3", "-o", str(out),
+                         "--stability", str(st), str(ds)]) == 0
+        outputs.append((out.read_bytes(), st.read_bytes(),
+                        capsys.readouterr().err))
+    assert outputs[0] == outputs[1]
+    assert len(outputs[0][0].splitlines()) > 200

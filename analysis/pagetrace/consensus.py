@@ -17,8 +17,10 @@ compiles one prefetch list from many launches. Each page carries
 Everything runs in DuckDB over Parquet, so the number and size of the runs
 is bounded by disk, not memory.
 """
+import glob
 import os
 
+from . import dataset
 from .escape import escape
 
 READ_PAGES_SQL = """
@@ -39,20 +41,35 @@ USED_PAGES_SQL = """
     ON a.run = r.run AND a.path = r.path AND a."offset" = r."offset"
 """
 
-PAGES_SQL = """
-    CREATE TEMP TABLE pages AS
-    WITH run_pages AS ({run_pages}),
-    ranked AS (
-        SELECT run, path, "offset",
-               first_us - min(first_us) OVER (PARTITION BY run) AS rel_us,
-               row_number() OVER (PARTITION BY run
-                                  ORDER BY first_us, first_line) - 1 AS rank
-        FROM run_pages)
+# Per run: each page's place (rank) and time in the run.
+RANKED_SQL = """
+    WITH run_pages AS ({run_pages})
+    SELECT run, path, "offset",
+           first_us - min(first_us) OVER (PARTITION BY run) AS rel_us,
+           row_number() OVER (PARTITION BY run
+                              ORDER BY first_us, first_line) - 1 AS rank
+    FROM run_pages
+"""
+
+# Per page over the runs.
+PER_PAGE_SQL = """
     SELECT path, "offset", count(*) AS runs,
            median(rank) AS rank, median(rel_us) AS rel_us,
            min(rel_us) AS min_rel_us
-    FROM ranked GROUP BY path, "offset"
+    FROM {ranked} GROUP BY path, "offset"
 """
+
+PAGES_SQL = ("CREATE TEMP TABLE pages AS "
+             + PER_PAGE_SQL.format(ranked="(" + RANKED_SQL + ")"))
+
+# Past this many records in all, runs are ranked a batch at a time and the
+# pages counted a bucket at a time, medians taken only for the pages of
+# the consensus: one query over 100 M records (1,000 runs) ran out of
+# memory at 512 MB, as did medians over every page of a bucket (DuckDB's
+# median keeps a buffer per group, and most pages are in one run or a few).
+# Batches hold whole runs; buckets are pages by hash.
+BATCH_RECORDS = 4_000_000
+BUCKET_RECORDS = 4_000_000
 
 
 def required_runs(n_runs, min_runs=None, min_fraction=None):
@@ -70,18 +87,97 @@ def required_runs(n_runs, min_runs=None, min_fraction=None):
     return n_runs
 
 
-def build(con, runs, used=False):
+def build(con, runs, used=False, work_dir=None, min_runs=lambda n: 1):
     """Create the temp table `pages` (one row per page of any run: path,
-    offset, runs, rank, rel_us) and return N, the number of runs that have
-    at least one page."""
-    src = runs.relation_sql()
-    run_pages = (USED_PAGES_SQL if used else READ_PAGES_SQL).format(src=src)
+    offset, runs, rank, rel_us, min_rel_us) and return (N, K): N the
+    number of runs that have at least one page, K = min_runs(N). Past
+    BATCH_RECORDS records, in batches of runs and buckets of pages
+    (ranked runs written as Parquet under work_dir); rank and rel_us are
+    then there for the pages in K runs or more, and those in one run."""
+    kind = "access" if used else "read"
+    pages_sql = USED_PAGES_SQL if used else READ_PAGES_SQL
     con.execute("DROP TABLE IF EXISTS pages")
-    con.execute(PAGES_SQL.format(run_pages=run_pages))
-    counted = con.execute(
-        f"SELECT count(DISTINCT run) FROM {src} WHERE kind = "
-        f"'{'access' if used else 'read'}'").fetchone()[0]
-    return int(counted)
+    batches = _batches(runs)
+    if len(batches) == 1 or work_dir is None:
+        src = runs.relation_sql()
+        con.execute(PAGES_SQL.format(run_pages=pages_sql.format(src=src)))
+        n_runs = _count_runs(con, src, kind)
+        return n_runs, min_runs(n_runs)
+    total = sum(records for batch in batches for _, _, records in batch)
+    buckets = -(-total // BUCKET_RECORDS)
+    ranked_dir = os.path.join(work_dir, "ranked")
+    os.makedirs(ranked_dir, exist_ok=True)
+    n_runs = 0
+    for index, batch in enumerate(batches):
+        src = dataset.relation_sql([path for _, path, _ in batch])
+        ranked = RANKED_SQL.format(run_pages=pages_sql.format(src=src))
+        out = os.path.join(ranked_dir, f"batch={index}")
+        con.execute(
+            f'COPY (SELECT path, "offset", rank, rel_us, '
+            f'hash(path, "offset") % {buckets} AS bucket FROM ({ranked})) '
+            f"TO {dataset.sql_string(out)} (FORMAT parquet, "
+            "PARTITION_BY (bucket))")
+        n_runs += _count_runs(con, src, kind)
+    k = min_runs(n_runs)
+    con.execute("CREATE TEMP TABLE pages (path BLOB, \"offset\" UBIGINT, "
+                "runs BIGINT, rank DOUBLE, rel_us DOUBLE, "
+                "min_rel_us BIGINT)")
+    for bucket in range(buckets):
+        files = os.path.join(ranked_dir, "*", f"bucket={bucket}", "*.parquet")
+        if glob.glob(files):
+            _bucket_pages(con, f"read_parquet({dataset.sql_string(files)})",
+                          max(k, 2))
+    return n_runs, k
+
+
+def _bucket_pages(con, ranked, k):
+    """Insert the pages of one bucket: counted, and with the medians of
+    those in k runs or more (a page in one run: its own values)."""
+    con.execute("DROP TABLE IF EXISTS bucket_counts")
+    con.execute(f"""CREATE TEMP TABLE bucket_counts AS
+        SELECT path, "offset", count(*) AS runs, min(rank) AS rank,
+               min(rel_us) AS min_rel_us
+        FROM {ranked} GROUP BY path, "offset"
+        """)
+    con.execute(f"""INSERT INTO pages
+        SELECT c.path, c."offset", c.runs,
+               CASE WHEN c.runs = 1 THEN c.rank ELSE m.rank END,
+               CASE WHEN c.runs = 1 THEN c.min_rel_us ELSE m.rel_us END,
+               c.min_rel_us
+        FROM bucket_counts c LEFT JOIN (
+            SELECT r.path, r."offset", median(r.rank) AS rank,
+                   median(r.rel_us) AS rel_us
+            FROM {ranked} r SEMI JOIN (SELECT path, "offset"
+                                       FROM bucket_counts WHERE runs >= {k}) c
+            ON r.path = c.path AND r."offset" = c."offset"
+            GROUP BY r.path, r."offset") m
+        ON c.path = m.path AND c."offset" = m."offset"
+        """)
+    con.execute("DROP TABLE bucket_counts")
+
+
+def _count_runs(con, src, kind):
+    return int(con.execute(f"SELECT count(DISTINCT run) FROM {src} "
+                           f"WHERE kind = '{kind}'").fetchall()[0][0])
+
+
+def _batches(runs):
+    """The part files in batches of whole runs of about BATCH_RECORDS
+    records: [[(run, path, records)]]."""
+    pq = dataset._pa().parquet
+    by_run = {}
+    for run, path, _ in runs.parts:
+        by_run.setdefault(run, []).append(
+            (run, path, pq.ParquetFile(path).metadata.num_rows))
+    batches, size = [[]], 0
+    for parts in by_run.values():
+        records = sum(r for _, _, r in parts)
+        if batches[-1] and size + records > BATCH_RECORDS:
+            batches.append([])
+            size = 0
+        batches[-1] += parts
+        size += records
+    return batches
 
 
 def stability_report(con, n_runs, k, top=20):
@@ -198,7 +294,6 @@ def cmd_merge(args, report):
     import sys
     import tempfile
 
-    from . import dataset
     with tempfile.TemporaryDirectory(prefix="pagetrace-merge-",
                                      dir=args.work_dir) as work:
         runs = dataset.Runs(args.traces, work, report)
@@ -206,17 +301,18 @@ def cmd_merge(args, report):
             report("merge: no usable run")
             return 1
         con = dataset.connect(work, args.memory_limit)
-        n_runs = build(con, runs, used=args.used)
+        try:
+            n_runs, k = build(con, runs, used=args.used, work_dir=work,
+                              min_runs=lambda n: required_runs(
+                                  n, args.min_runs, args.min_fraction))
+        except ValueError as err:
+            report(f"merge: {err}")
+            return 2
         if n_runs == 0:
             what = "access" if args.used else "read"
             report(f"merge: no run has a {what} record"
                    + ("; record them with trace --used" if args.used else ""))
             return 1
-        try:
-            k = required_runs(n_runs, args.min_runs, args.min_fraction)
-        except ValueError as err:
-            report(f"merge: {err}")
-            return 2
         out = open(args.output, "w", encoding="utf-8",
                    errors="surrogateescape") if args.output else sys.stdout
         try:

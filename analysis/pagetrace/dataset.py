@@ -624,9 +624,14 @@ class Runs:
         """A FROM item over every part, with `run` from the partition."""
         if not self.parts:
             raise DatasetError("no usable run")
-        files = ", ".join(_sql_string(path) for _, path, _ in self.parts)
-        return (f"read_parquet([{files}], hive_partitioning = true, "
-                "union_by_name = true)")
+        return relation_sql([path for _, path, _ in self.parts])
+
+
+def relation_sql(paths):
+    """A FROM item over these part files, with `run` from the partition."""
+    files = ", ".join(sql_string(path) for path in paths)
+    return (f"read_parquet([{files}], hive_partitioning = true, "
+            "union_by_name = true)")
 
 
 def _first_line(err):
@@ -655,7 +660,7 @@ def _unique_runs(sources, taken):
     return names
 
 
-def _sql_string(text):
+def sql_string(text):
     return "'" + text.replace("'", "''") + "'"
 
 
