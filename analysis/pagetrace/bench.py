@@ -691,7 +691,7 @@ def start_throttle(args, session, caches, paths):
     session; removed when `session` closes (also on error and Ctrl-C).
     args.throttled describes it for the output."""
     disks = throttle.disks_of(paths)
-    cgroup = session.enter_context(throttle.Cgroup(args.limits, disks, PROG.replace(" ", "-")))
+    cgroup = session.enter_context(throttle.Cgroup(args.limits, disks, "startup-bench"))
     caches.spawning = cgroup.spawning
     args.throttled = {"profile": args.limits.profile, "riops": args.limits.riops,
                       "rbps": args.limits.rbps, "cgroup": cgroup.version,
@@ -733,13 +733,18 @@ examples:
   sudo trace --used -o used.log -c 'firefox-esr --headless ...'
   sudo startup-bench --trace used.log -n 10 \\
       --states selective,hot,prefetched,prefetched-used,concurrent -- firefox-esr ...
+  sudo startup-bench --trace used.log -n 10 --device-profile hdd-150 \\
+      -o hdd.csv -- firefox-esr ...        # as on a 150-IOPS disk
   startup-bench --summarize runs.csv --json
 
 exit status: 0 every run ok; 1 a run failed or timed out, a state was
 refused (cold without root, prefetched/prefetched-used/concurrent/simulated
 without replay, prefetched-used/concurrent without access records), or the
 trace was refused (empty, binary, unknown version, bad header) or names no
-file that exists; 2 bad usage or an unreadable runs CSV.
+file that exists, or --throttle could not be set up (not root, no
+blk-throttle, a file on tmpfs or an overlay); 130 on SIGINT, SIGTERM or
+SIGHUP; 2 bad usage, a bad --throttle value or profile, or an unreadable
+runs CSV.
 """
 
 
