@@ -276,21 +276,46 @@ def test_consensus_min_fraction_and_parquet_input(tmp_path, capsys):
     assert fields[3] == "5" and fields[4] == "1.000" and float(fields[5]) >= 0
 
 
-def test_consensus_trace_is_accepted_by_replay(tmp_path, capsys):
-    core, paths = _core_and_noise(tmp_path, 3)
-    out = tmp_path / "c.log"
-    assert cli.main(["merge", "--min-runs", "3", "-o", str(out),
-                     *paths]) == 0
+def test_replay_prefetches_exactly_the_consensus(tmp_path, capsys):
+    """The consensus trace drives the real replay: `replay --prefetch`
+    brings exactly the pages in at least K runs into the page cache
+    (mincore and cachestat, tests/pagecache_util.py), none of the others."""
+    import loopimg
+    loopimg.require_root()
     replay = os.path.join(TOP, "replay", "replay")
     if not os.access(replay, os.X_OK):
         subprocess.run(["make", "-C", os.path.join(TOP, "replay")],
                        check=True, capture_output=True)
-    plan = subprocess.run([replay, "--plan", str(out)], capture_output=True,
-                          text=True)
-    # The files do not exist, so replay plans nothing, but it must read the
-    # trace without a malformed line.
-    assert "malformed" not in plan.stderr and "bad header" not in plan.stderr
-    assert "unsupported" not in plan.stderr
+    rng = random.Random(17)
+    with loopimg.loop_mount("ext4", 64, ("-q", "-F", "-b", "4096")) as (
+            mnt, _):
+        files = [os.path.join(mnt, f"f{i}") for i in range(3)]
+        for i, path in enumerate(files):
+            loopimg.write_file(path, 64 * 4096, seed=i)
+        every = [(path, 4096 * n) for path in files for n in range(64)]
+        core = rng.sample(every, 40)
+        rest = [page for page in every if page not in core]
+        paths = []
+        for run in range(5):
+            # Pages of their own, and a few that 3 runs share (K = 4
+            # leaves them out).
+            pages = core + rng.sample(rest[:80], 10) + rest[80 + run:83 + run]
+            rng.shuffle(pages)
+            paths.append(_write_run(tmp_path / f"run{run}.log", pages))
+        out = tmp_path / "consensus.log"
+        assert cli.main(["merge", "--min-runs", "4", "-o", str(out),
+                         *paths]) == 0
+        chosen = set(_trace_pages(str(out)))
+        assert core and set(core) <= chosen
+        for path in files:
+            loopimg.evict(path)
+        done = subprocess.run([replay, "--prefetch", "--json", str(out)],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["mode"] == "prefetch"
+        resident = {(path, offset) for path in files
+                    for offset in loopimg.resident_pages(path)}
+        assert resident == chosen
 
 
 def test_used_consensus_uses_the_waste_definition(tmp_path, capsys):
@@ -667,3 +692,33 @@ def test_consensus_in_batches_and_buckets_is_the_same(tmp_path, monkeypatch,
                         capsys.readouterr().err))
     assert outputs[0] == outputs[1]
     assert len(outputs[0][0].splitlines()) > 200
+
+
+@pytest.mark.parametrize("verb", ["summary", "waste", "seeks", "plot",
+                                  "diff"])
+def test_verbs_name_a_truncated_parquet_file(verb, tmp_path, capsys):
+    """A truncated part file: one line naming the file and why, exit status
+    1, no traceback. A directory of two good runs: refused by the verbs
+    that take one. A directory of a truncated run and a good one: the
+    truncated one named, the good one analysed."""
+    ds = tmp_path / "ds"
+    assert cli.main(["convert", "-q", "-o", str(ds),
+                     os.path.join(SAMPLES, "used.log"),
+                     os.path.join(SAMPLES, "basic.log")]) == 0
+    options = {"plot": ["-o", str(tmp_path / "fig")],
+               "diff": [os.path.join(SAMPLES, "basic.log")]}.get(verb, [])
+    code, out, err = _run_verb([verb, str(ds), *options], capsys)
+    assert code == 1 and "takes one run" in err
+    part = ds / "run=used" / "part-0.parquet"
+    part.write_bytes(part.read_bytes()[:300])
+    code, out, err = _run_verb([verb, str(part), *options], capsys)
+    assert code == 1 and out == ""
+    assert err.startswith(f"pagetrace: {part}: not a readable Parquet file "
+                          "(truncated or corrupt): ")
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    code, out, err = _run_verb([verb, str(ds), *options], capsys)
+    assert f"pagetrace: {part}: not a readable Parquet file" in err
+    if verb == "waste":   # basic.log has no access records
+        assert code == 1 and "no access records" in err
+    else:
+        assert code == 0 and out
