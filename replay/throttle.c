@@ -7,6 +7,7 @@
 #include "throttle.h"
 #include "array.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -391,6 +392,32 @@ static int setup(const struct throttle_limits *lim, const struct hierarchy *h)
 	return 0;
 }
 
+/* A run killed by SIGKILL (or the OOM killer) could not remove its
+ * cgroup: pagetrace-TOOL.PID directories of processes that are gone are
+ * removed now. rmdir only removes an empty cgroup, so one still in use is
+ * left alone. */
+static void remove_stale(const struct hierarchy *h)
+{
+	DIR *dir = opendir(h->point);
+	struct dirent *e;
+
+	if (!dir)
+		return;
+	while ((e = readdir(dir)) != NULL) {
+		const char *dot = strrchr(e->d_name, '.');
+		char path[PATH_MAX + 300];
+		long pid;
+
+		if (strncmp(e->d_name, "pagetrace-", 10) != 0 || !dot ||
+		    (pid = strtol(dot + 1, NULL, 10)) <= 0 ||
+		    kill((pid_t)pid, 0) == 0 || errno != ESRCH)
+			continue;
+		snprintf(path, sizeof(path), "%s/%s", h->point, e->d_name);
+		rmdir(path);
+	}
+	closedir(dir);
+}
+
 int throttle_begin(const struct throttle_limits *lim, const dev_t *disks,
 		   size_t n_disks)
 {
@@ -405,6 +432,7 @@ int throttle_begin(const struct throttle_limits *lim, const dev_t *disks,
 	}
 	if (find_hierarchy(&h) < 0)
 		return -1;
+	remove_stale(&h);
 	memcpy(cg.disks, disks, n_disks * sizeof(*disks));
 	cg.n_disks = n_disks;
 	cg.version = h.version;

@@ -83,6 +83,15 @@ def run(argv, timeout=60):
     return ran
 
 
+def wait_for_cgroup(pid, limit_s=10):
+    """The one cgroup of process PID, once it is there."""
+    deadline = time.monotonic() + limit_s
+    while not cgroup_dirs(pid) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert len(cgroup_dirs(pid)) == 1, "the cgroup never appeared"
+    return cgroup_dirs(pid)
+
+
 def no_cgroup_left(ran):
     """Nothing left of the run's cgroup. Only its own: other runs (make
     bench, other test sessions) may be throttling at the same time."""
@@ -156,10 +165,7 @@ def test_replay_signal_mid_run_removes_cgroup(loopfs, tmp_path, sig, status):
     proc = subprocess.Popen([REPLAY, "-q", "--no-group", "--queue-depth", "4",
                              "--throttle", "riops=40", trace],
                             stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 5
-    while not cgroup_dirs(proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert cgroup_dirs(proc.pid), "the cgroup never appeared"
+    wait_for_cgroup(proc.pid)
     time.sleep(0.3)
     proc.send_signal(sig)
     _, stderr = proc.communicate(timeout=10)
@@ -400,10 +406,7 @@ def test_bench_sigint_mid_run_removes_cgroup(loopfs, tmp_path):
     proc = subprocess.Popen([sys.executable, BENCH, "--trace", trace, "-n", "5",
                              "--states", "selective", "--throttle", "riops=50",
                              "--", "sleep", "2"], stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 10
-    while not cgroup_dirs(proc.pid) and time.monotonic() < deadline:
-        time.sleep(0.01)
-    assert cgroup_dirs(proc.pid), "the cgroup never appeared"
+    wait_for_cgroup(proc.pid)
     time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=15)
@@ -468,3 +471,29 @@ def test_fit_throttle_is_the_lower_envelope():
     fitted = model.fit_throttle(runs)
     assert (fitted.riops, fitted.rbps) == (100, 1_000_000)
     assert model.relative_errors(fitted, runs) == [0.0, 0.0]
+
+
+def test_cgroup_of_a_killed_run_is_removed_by_the_next(loopfs, tmp_path):
+    """SIGKILL cannot be caught: the next run, of either tool, removes the
+    cgroup a killed one left (replay's after startup-bench's and the other
+    way round)."""
+    data, _ = loopfs
+    trace = write_trace(tmp_path / "t.log", data, 200)
+    replay = [REPLAY, "-q", "--no-group", "--throttle", "riops=50", trace]
+    startup = [sys.executable, BENCH, "--trace", trace, "-n", "1", "--states",
+               "selective", "--throttle", "riops=50", "--", "sleep", "2"]
+    for killed, next_run in ((replay, startup), (startup, replay)):
+        proc = subprocess.Popen([str(a) for a in killed], stderr=subprocess.DEVNULL)
+        left = wait_for_cgroup(proc.pid)
+        time.sleep(0.3)
+        proc.kill()
+        proc.wait()
+        # What the killed run started (the timed command) dies with it here.
+        with open(os.path.join(left[0], "cgroup.procs")) as f:
+            for pid in f.read().split():
+                os.kill(int(pid), signal.SIGKILL)
+        time.sleep(0.1)
+        assert cgroup_dirs(proc.pid) == left      # still there after SIGKILL
+        result = run([str(a) for a in next_run])
+        assert result.returncode == 0, result.stderr
+        assert cgroup_dirs(proc.pid) == []

@@ -265,6 +265,27 @@ def _home(hierarchy, proc_cgroup="/proc/self/cgroup"):
                         f"{proc_cgroup}")
 
 
+def remove_stale(point):
+    """A run killed by SIGKILL (or the OOM killer) could not remove its
+    cgroup: pagetrace-TOOL.PID directories of processes that are gone are
+    removed. rmdir only removes an empty cgroup; one in use stays."""
+    try:
+        names = os.listdir(point)
+    except OSError:
+        return
+    for name in names:
+        pid = name.rpartition(".")[2]
+        if not name.startswith("pagetrace-") or not pid.isdigit():
+            continue
+        try:
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.join(point, name))
+        except PermissionError:
+            pass
+
+
 def _write(path, text):
     fd = os.open(path, os.O_WRONLY | os.O_CLOEXEC)
     try:
@@ -290,6 +311,7 @@ class Cgroup:
     def __enter__(self):
         self.hierarchy = find_hierarchy(self.mountinfo)
         self.home = _home(self.hierarchy)
+        remove_stale(self.hierarchy.point)
         for sig in _SIGNALS:
             self.old_handlers[sig] = signal.signal(sig, self._interrupt)
         try:
