@@ -300,13 +300,32 @@ static size_t buffer_size(const struct replay *r)
 	return (size_t)size;
 }
 
+/* A request's buffer, physically contiguous where the kernel can make it
+ * so: in 2 MiB transparent huge pages when THP is on (also in "madvise"
+ * mode). An O_DIRECT read into scattered 4 KiB pages needs one segment per
+ * page, and a 1 MiB read then exceeds a queue's max_segments (254 on
+ * virtio) and is split into two bios, or not, depending on where the pages
+ * happened to land: measured under blk-throttle, where every bio is charged,
+ * the same plan took 4.6 s in one run and 7.3 s in the next. */
+static int alloc_buffer(void **buffer, size_t size)
+{
+	size_t huge = 2u << 20;
+	int err;
+
+	size = (size + huge - 1) / huge * huge;
+	err = posix_memalign(buffer, huge, size);
+	if (err == 0)
+		madvise(*buffer, size, MADV_HUGEPAGE);
+	return err;
+}
+
 static int start_workers(struct run *run, struct worker *workers, int n)
 {
 	int i, err;
 
 	for (i = 0; i < n; i++) {
 		workers[i].run = run;
-		err = posix_memalign(&workers[i].buffer, 4096, run->buffer_size);
+		err = alloc_buffer(&workers[i].buffer, run->buffer_size);
 		if (err) {
 			errmsg("buffer", "%s", errmsg_strerror(err));
 			return i;
@@ -355,7 +374,7 @@ static void wait_for_prefetch(struct run *run)
 	void *buffer = NULL;
 	size_t i;
 
-	if (posix_memalign(&buffer, 4096, run->buffer_size))
+	if (alloc_buffer(&buffer, run->buffer_size))
 		return;
 	for (i = 0; i < r->n_requests; i++) {
 		struct request *q = &r->requests[i];
