@@ -36,20 +36,37 @@ def test_demo_runs_the_whole_loop(tmp_path):
     wanted = {(path, offset) for _, path, offset, _ in Trace(listed).records}
     assert wanted and wanted <= pages
     assert trace.trailer["lost"] == "0" and int(trace.trailer["pages"]) == len(pages)
-    files = {p for _, p, _, _ in trace.read_records}
+    files = {p for _, p, _, extra in trace.read_records if extra[4] != "metadata"}
     assert len([f for f in files if "/app-data/" in f]) == 40
     # The waste line counts the same reads, and every page the workload
     # asked for has an access record, or a map record when fault-around
     # mapped it before the workload touched it (no fault, so no access).
-    assert f"read {len(pages):,} pages" in proc.stdout
+    # waste counts file pages; metadata reads (cause, field 8 with -x) are
+    # the filesystem's, which nobody "uses", and are said apart.
+    file_pages = {(p, o) for _, p, o, extra in trace.read_records if extra[4] != "metadata"}
+    assert f"read {len(file_pages):,} pages" in proc.stdout
+    # One kernel path escapes filemap:mm_filemap_get_pages: when the last
+    # folio of a read batch is still locked by readahead I/O,
+    # filemap_update_page waits and returns AOP_TRUNCATED_PAGE, and
+    # filemap_get_pages hands back the batch's other folios without firing
+    # the tracepoint (mm/filemap.c, the err: label). Those pages were read
+    # (a read record) but carry no access record. Measured: 2 runs in 20 of
+    # this workload lost 1 of its 381 pages (docs/tracer.md, "Known gaps").
     touched = {(p, o) for _, p, o, extra in trace.records if extra[0] in ("access", "map")}
-    assert wanted <= touched
+    untouched = wanted - touched
+    assert untouched <= pages and len(untouched) <= len(wanted) // 100, sorted(untouched)
 
     # Replays of the same reads: same bytes in both orders, sorted has no more seeks.
     original = json.load(open(out / "replay-original.json"))
     ordered = json.load(open(out / "replay-sorted.json"))
     assert original["order"] == "original" and ordered["order"] == "sorted"
-    assert original["pages"] == ordered["pages"] == len(pages)
+    # Metadata pages replay on the device node, which a sandbox may not let
+    # anyone open (here: /dev/vda, EPERM): replay says so and counts them as
+    # skipped (io_error); file pages all replay.
+    metadata = len(pages) - len(file_pages)
+    for run in (original, ordered):
+        assert run["skipped"]["io_error"] <= metadata
+        assert run["pages"] + run["skipped"]["io_error"] == len(pages)
     assert ordered["seeks"] <= original["seeks"]
 
     # Every start-up ran, in every state.
