@@ -9,6 +9,9 @@ the square root of the distance, long ones coast and grow linearly.
 
 SSD: a per-request cost plus the bytes at the bandwidth.
 
+Throttle (ThrottleModel): a device emulated by blk-throttle, where a run
+takes the larger of reads / riops and bytes / rbps, wherever the reads are.
+
 Defaults describe a 7,200 rpm 3.5" desktop disk of about 1 TB, from the
 usual datasheet figures: 8.5 ms average seek (the time at one third of the
 full stroke, the mean distance between two random positions), 1 ms
