@@ -722,3 +722,22 @@ def test_verbs_name_a_truncated_parquet_file(verb, tmp_path, capsys):
         assert code == 1 and "no access records" in err
     else:
         assert code == 0 and out
+
+
+def test_plain_merge_of_a_dataset_is_the_union(tmp_path, capsys):
+    """Without --min-runs, --min-fraction or --used, merge is the union
+    (merge.merge_traces) for Parquet runs as for text traces."""
+    core, paths = _core_and_noise(tmp_path, 3)
+    ds = tmp_path / "ds"
+    assert cli.main(["convert", "-q", "-o", str(ds), *paths]) == 0
+    outputs = []
+    for inputs in (paths, [str(ds)]):
+        out = tmp_path / "union.log"
+        assert cli.main(["merge", "--engine", "memory" if inputs == paths
+                         else "auto", "-o", str(out), *inputs]) == 0
+        outputs.append(([line for line in out.read_text().splitlines()
+                         if not line.startswith("# command: ")],
+                        capsys.readouterr().err))
+    assert outputs[0] == outputs[1]
+    # 4 header lines, core, own pages, /shared/few 0..15, trailer.
+    assert len(outputs[0][0]) == 4 + 120 + 3 * 60 + 16 + 1

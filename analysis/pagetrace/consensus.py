@@ -281,11 +281,10 @@ def default_work_dir():
 # --- command line (pagetrace merge --min-runs/--min-fraction/--used) --------
 
 def wants_consensus(args):
-    """merge runs out of core when asked for a consensus, or when an input
-    is a Parquet dataset; plain `merge a.log b.log` keeps its union."""
+    """The consensus when asked for one (--min-runs, --min-fraction,
+    --used); plain `merge` is the union, whatever form its inputs have."""
     return (args.min_runs is not None or args.min_fraction is not None
-            or args.used or any(os.path.isdir(t) or t.endswith(".parquet")
-                                for t in args.traces))
+            or args.used)
 
 
 def cmd_merge(args, report):
