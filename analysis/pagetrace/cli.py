@@ -24,7 +24,7 @@ def _complain(message):
 
 def cmd_summary(args):
     if dataset.use_out_of_core(args, args.trace):
-        return dataset.cmd_summary(args, _complain)
+        return dataset.cmd_summary(args)
     frame = _read(args.trace, args.strict)
     totals = metrics.totals(frame)
     table = metrics.per_file(frame)

@@ -762,21 +762,16 @@ def use_out_of_core(args, *sources):
     return size > OUT_OF_CORE_TEXT_BYTES
 
 
-def cmd_summary(args, report):
+def cmd_summary(args):
     """pagetrace summary through DuckDB. Returns the exit status."""
     import json
     import sys
-    import tempfile
 
     from .escape import escape
-    with tempfile.TemporaryDirectory(prefix="pagetrace-summary-",
-                                     dir=args.work_dir) as work:
-        runs = Runs([args.trace], work, report, strict=args.strict)
-        if not runs.parts:
-            return 1
-        con = connect(work, args.memory_limit)
+    from .outofcore import session
+    with session(args) as (open_runs, con):
+        runs = open_runs([args.trace], strict=args.strict)
         result = summary(con, runs)
-        con.close()
     converted = runs.results[0] if runs.results else None
     if args.json:
         json.dump({"trace": args.trace, "totals": result["totals"],
