@@ -25,6 +25,7 @@ line it does not accept goes, one at a time, to the reference line checker
 of the core reader, which gives the verdict and the reason. Memory holds one
 block (BLOCK_BYTES of text) at a time, whatever the size of the trace.
 """
+import collections
 import concurrent.futures
 import gzip
 import lzma
@@ -323,14 +324,26 @@ class _Converter:
 
     # One block --------------------------------------------------------------
     def add_block(self, block, first_line, last):
+        self.add_parsed(*self.parse(block, first_line, last))
+
+    def parse(self, block, first_line, last):
+        """What can be done for a block in any order, in any thread (arrow
+        releases the GIL): (block, first_line, last, tail, the fast path's
+        result or None). Raises TraceError for a NUL byte."""
         if b"\0" in block:
             raise tracefile.TraceError(self.header.source,
                                        "binary data (NUL byte), not a trace")
+        tail = b""
         if last:
             block, tail = _split_tail(block)
         result = None
         if block and not _needs_reference(block):
             result = self._fast(block, first_line)
+        return block, first_line, last, tail, result
+
+    def add_parsed(self, block, first_line, last, tail, result):
+        """The rest, in trace order: the reference checker's lines, the
+        write."""
         if result is None:
             table = self._reference(block, first_line)
         else:
@@ -446,13 +459,9 @@ def convert_trace(source, out_dir, run=None, strict=False,
                                    run)
             _trailers(head[:header.body_start], header,
                       converter._set_trailer)
-            pending = (head[header.body_start:], header.body_line)
-            for block in blocks:
-                converter.add_block(*pending, last=False)
-                _raise_strict(converter, source, strict)
-                pending = block
-            converter.add_block(*pending, last=True)
-            _raise_strict(converter, source, strict)
+            first = (head[header.body_start:], header.body_line)
+            _convert_blocks(converter, _with_last(first, blocks), source,
+                            strict)
         converter.close()
         shutil.rmtree(final_dir, ignore_errors=True)
         os.rename(tmp_dir, final_dir)
@@ -472,6 +481,40 @@ def convert_trace(source, out_dir, run=None, strict=False,
                          converter.n_malformed, converter.trailer,
                          converter.surplus,
                          sorted(converter.malformed_lines))
+
+
+# Blocks parsed at once, each in a thread of its own (the fast path is
+# arrow's, which releases the GIL); the checks and writes stay in order.
+PARSE_THREADS = 2
+
+
+def _with_last(first, blocks):
+    """(block, first line, last) for `first` and then every block."""
+    pending = first
+    for block in blocks:
+        yield pending[0], pending[1], False
+        pending = block
+    yield pending[0], pending[1], True
+
+
+def _convert_blocks(converter, blocks, source, strict):
+    """Parse up to PARSE_THREADS blocks ahead while the converter takes
+    them in order."""
+    pool = concurrent.futures.ThreadPoolExecutor(PARSE_THREADS)
+    ahead = collections.deque()
+    try:
+        for block in blocks:
+            ahead.append(pool.submit(converter.parse, *block))
+            if len(ahead) > PARSE_THREADS:
+                converter.add_parsed(*ahead.popleft().result())
+                _raise_strict(converter, source, strict)
+        while ahead:
+            converter.add_parsed(*ahead.popleft().result())
+            _raise_strict(converter, source, strict)
+    finally:
+        for future in ahead:
+            future.cancel()
+        pool.shutdown(wait=True)
 
 
 def _read_head(blocks, source):
