@@ -491,3 +491,42 @@ def test_bio_walk_without_bpf_loop(data_dir, attach):
     assert trace.trailer["lost"] == "0"
     assert_trace_matches_cache(trace, f)
     assert trace.page_set(f) == set(range(16 * MiB // PAGE))
+
+
+def test_names_not_used_lately_are_forgotten_and_sent_again(data_dir):
+    # Long -a runs keep memory bounded by forgetting names not used since
+    # the last look (--names-kept, here 100 instead of 65536); the kernel
+    # sends a forgotten name again before the file's next record.
+    paths = [os.path.join(data_dir, f"n{i:03}") for i in range(600)]
+    for p in paths:
+        with open(p, "wb") as f:
+            f.write(b"x" * 100)
+    subprocess.run(["sync"], check=True)
+    for p in paths:
+        evict(p)
+    code = f"""
+        import os, time
+        def read(names):
+            for p in names:
+                with open(p, "rb") as f:
+                    f.read()
+            time.sleep(0.5)          # trace's poll loop looks at its names
+        paths = {paths!r}
+        read(paths[:300])
+        read(paths[300:])            # paths[:300] are forgotten now
+        for p in paths[:100]:
+            fd = os.open(p, os.O_RDONLY)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+            os.close(fd)
+        read(paths[:100])            # read again: names sent again
+        """
+    trace, proc = traced("--names-kept", "100", *python_cmd(code))
+    mine = [r for r in trace.records if r[1].startswith(data_dir)]
+    assert {r[1] for r in mine} == set(paths)
+    assert not [r for r in trace.records if r[1].startswith("//unknown")]
+    counts = {p: sum(1 for r in mine if r[1] == p) for p in paths}
+    assert counts == {p: 2 if p in paths[:100] else 1 for p in paths}
+    assert "file names not used lately were forgotten" in proc.stderr
+    # files= counts each file once, forgotten or not (devices are not files).
+    assert int(trace.trailer["files"]) == len({r[1] for r in trace.records
+                                               if not r[1].startswith("/dev/")})

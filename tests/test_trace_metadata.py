@@ -2,8 +2,9 @@
 
 Ground truth is the device itself: /proc/diskstats counts the sectors the
 kernel read from the loop device. A fresh ext4 or xfs image holds thousands
-of small files in many directories; after a remount (so the filesystem's own
-caches are cold) and drop_caches, `find | xargs cat` is traced, and the
+of small files in many directories; after a remount (which drops all of the
+filesystem's caches and the device's page cache; no drop_caches, which
+would disturb whatever else runs), `find | xargs cat` is traced, and the
 records for that device (file pages under its mount point, metadata pages
 of its device node) times the page size must equal the bytes read, within
 0.5%. Without the metadata records the trace falls 2 to 3% short there.
@@ -51,11 +52,11 @@ def populate(root, seed=7):
 
 
 def remount_cold(device, mountpoint):
+    """Everything of the filesystem out of memory, without touching other
+    tests' caches (no drop_caches): unmounting drops its inodes, dentries
+    and page cache, and the last close of the device its page cache."""
     loopimg.run("umount", mountpoint)
     loopimg.run("mount", device, mountpoint)
-    subprocess.run(["sync"], check=True)
-    with open("/proc/sys/vm/drop_caches", "w") as f:
-        f.write("3")
 
 
 def run_trace(*args):

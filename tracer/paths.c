@@ -129,6 +129,7 @@ static const struct mount_entry *find_mount(unsigned int major, unsigned int min
 /* Files: id -> printable (already escaped) path                      */
 
 struct file_table files;
+size_t files_kept = 65536;
 
 static bool same_file(const struct file_id *a, const struct file_id *b)
 {
@@ -183,6 +184,7 @@ void remember_file(const struct file_id *id, char *path)
 		slot->id = *id;
 	}
 	slot->path = path;
+	slot->recent = true;
 }
 
 char *escaped_string(const char *raw)
@@ -293,8 +295,10 @@ struct known_file *known_device(__u32 dev)
 	struct known_file *slot = files.capacity ? file_slot(&id) : NULL;
 	char *node;
 
-	if (slot && slot->path)
+	if (slot && slot->path) {
+		slot->recent = true;
 		return slot;
+	}
 	node = device_node(dev);
 	if (!node)
 		return NULL;
@@ -315,6 +319,102 @@ struct known_file *known_file(const struct file_id *id)
 		remember_file(id, unknown);
 		slot = file_slot(id);
 	}
+	slot->recent = true;
 	return slot->path ? slot : NULL;
+}
+
+/* ------------------------------------------------------------------ */
+/* Long runs: forgetting names not used lately                         */
+
+static struct file_id *counted_slot(const struct file_id *id)
+{
+	size_t i = file_hash(id) & (files.counted_capacity - 1);
+
+	while (files.counted[i].ino && !same_file(&files.counted[i], id))
+		i = (i + 1) & (files.counted_capacity - 1);
+	return &files.counted[i];
+}
+
+/* Remember that @id was counted in files_read; ids with inode 0 (devices) are not. */
+static void remember_counted(const struct file_id *id)
+{
+	struct file_id *old = files.counted;
+	size_t old_capacity = files.counted_capacity;
+
+	if (!id->ino)
+		return;
+	if ((files.counted_count + 1) * 2 > files.counted_capacity) {
+		files.counted_capacity = old_capacity ? old_capacity * 2 : 1024;
+		files.counted = calloc(files.counted_capacity, sizeof(*files.counted));
+		if (!files.counted) {
+			files.counted = old;
+			files.counted_capacity = old_capacity;
+			return;
+		}
+		for (size_t i = 0; i < old_capacity; i++)
+			if (old[i].ino)
+				*counted_slot(&old[i]) = old[i];
+		free(old);
+	}
+	if (!counted_slot(id)->ino) {
+		*counted_slot(id) = *id;
+		files.counted_count++;
+	}
+}
+
+bool first_read_of(struct known_file *slot)
+{
+	if (slot->used)
+		return false;
+	slot->used = true;
+	return !files.counted_capacity || !counted_slot(&slot->id)->ino;
+}
+
+static bool stale(const struct known_file *slot)
+{
+	return slot->path && !slot->recent;
+}
+
+size_t forget_stale_files(void (*forget)(const struct file_id *id, void *ctx),
+			  void (*drain)(void *ctx), void *ctx)
+{
+	struct file_table old = files;
+	size_t dropped = 0;
+
+	if (files.count < (files.forget_at ? files.forget_at : files_kept))
+		return 0;
+	for (size_t i = 0; i < old.capacity; i++)
+		if (stale(&old.slots[i]))
+			forget(&old.slots[i].id, ctx);
+	/* Queued records may name them: read those while the names are here. */
+	drain(ctx);
+	old = files;	/* drain() may have added names */
+	files.slots = calloc(old.capacity, sizeof(*files.slots));
+	if (!files.slots) {
+		files.slots = old.slots;
+		return 0;
+	}
+	files.count = 0;
+	for (size_t i = 0; i < old.capacity; i++) {
+		struct known_file *slot = &old.slots[i];
+
+		if (!slot->path)
+			continue;
+		if (stale(slot)) {
+			if (slot->used)
+				remember_counted(&slot->id);
+			free(slot->path);
+			dropped++;
+			continue;
+		}
+		slot->recent = false;
+		*file_slot(&slot->id) = *slot;
+		files.count++;
+	}
+	free(old.slots);
+	/* What is left was in use: look again once files_kept more have come. */
+	files.forget_at = files.count + files_kept;
+	files.forgotten += dropped;
+	return dropped;
 }
 

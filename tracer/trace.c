@@ -124,9 +124,31 @@ static void show_progress(unsigned long long *next_ns)
 		(now - run.start_mono_ns) / 1e9);
 }
 
-/* Returns 0, or -1 when the ring buffer failed (said on stderr). */
-static int poll_until_done(struct ring_buffer *rb, pid_t child, pid_t adopted, int *status)
+/* paths.c's hooks for forgetting names: the kernel sends a forgotten name again. */
+struct name_cache {
+	struct trace_bpf *skel;
+	struct ring_buffer *rb;
+};
+
+static void forget_name(const struct file_id *id, void *ctx)
 {
+	struct name_cache *cache = ctx;
+
+	bpf_map__delete_elem(cache->skel->maps.named_files, id, sizeof(*id), 0);
+}
+
+static void drain_events(void *ctx)
+{
+	struct name_cache *cache = ctx;
+
+	ring_buffer__consume(cache->rb);
+}
+
+/* Returns 0, or -1 when the ring buffer failed (said on stderr). */
+static int poll_until_done(struct trace_bpf *skel, struct ring_buffer *rb, pid_t child,
+			   pid_t adopted, int *status)
+{
+	struct name_cache cache = { skel, rb };
 	int pidfd = adopted > 0 ? (int)syscall(SYS_pidfd_open, adopted, 0) : -1;
 	unsigned long long deadline = opts.duration > 0 ?
 		clock_ns(CLOCK_MONOTONIC) + (unsigned long long)(opts.duration * 1e9) : 0;
@@ -136,6 +158,12 @@ static int poll_until_done(struct ring_buffer *rb, pid_t child, pid_t adopted, i
 
 	while (!stop_requested && !run.write_failed) {
 		err = ring_buffer__poll(rb, 100);
+		/*
+		 * The kernel wakes us only once a quarter of the buffer is used, and
+		 * poll() reads only a buffer that woke it: read what waits anyway.
+		 */
+		if (err == 0)
+			err = ring_buffer__consume(rb);
 		if (err < 0 && err != -EINTR && !run.write_failed) {
 			errmsg("reading the ring buffer", "%s", errmsg_strerror(-err));
 			result = -1;
@@ -143,6 +171,8 @@ static int poll_until_done(struct ring_buffer *rb, pid_t child, pid_t adopted, i
 		}
 		if (progress)
 			show_progress(&next_progress_ns);
+		/* Long runs (-a): memory bounded by the files in use, not by time. */
+		forget_stale_files(forget_name, drain_events, &cache);
 		if (target_done(child, pidfd, adopted, status))
 			break;
 		if (deadline && clock_ns(CLOCK_MONOTONIC) >= deadline)
@@ -208,7 +238,7 @@ int main(int argc, char **argv)
 	if ((opts.command || opts.argv) && (child = start_command(skel)) < 0)
 		goto cleanup;
 
-	if (poll_until_done(rb, child, adopted, &status))
+	if (poll_until_done(skel, rb, child, adopted, &status))
 		goto cleanup;	/* reap_command() below stops the command */
 	reap_command(child, &status);
 	lost = read_lost(skel);

@@ -13,6 +13,7 @@
 #include <argp.h>
 #include "size.h"
 #include "errmsg.h"
+#include "paths.h"
 #include "trace_run.h"
 
 struct options opts = {
@@ -57,6 +58,7 @@ enum {
 	OPT_USED,
 	OPT_PAGE_STATES,
 	OPT_USER,
+	OPT_NAMES_KEPT,
 };
 
 static const struct argp_option argp_options[] = {
@@ -79,6 +81,8 @@ static const struct argp_option argp_options[] = {
 	  "pages (default 262144, 64 GiB of file data); more are counted as lost", 0 },
 	{ "no-bpf-loop", OPT_NO_BPF_LOOP, NULL, OPTION_HIDDEN,
 	  "Walk bios as on kernels without bpf_loop (for tests)", 0 },
+	{ "names-kept", OPT_NAMES_KEPT, "N", OPTION_HIDDEN,
+	  "Forget file names not used lately past N (default 65536; for tests)", 0 },
 	{ "quiet", 'q', NULL, 0, "No summary on stderr", 0 },
 	{ "verbose", 'v', NULL, 0, "Show libbpf's messages", 0 },
 	{},
@@ -102,6 +106,11 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case OPT_BTF: opts.btf_path = arg; break;
 	case OPT_NO_BPF_LOOP: opts.no_bpf_loop = true; break;
 	case OPT_USED: opts.used = true; break;
+	case OPT_NAMES_KEPT:
+		if (parse_size(arg, &size) || size < 1 || size > (1UL << 30))
+			argp_error(state, "--names-kept must be from 1 to 1G: %s", arg);
+		files_kept = size;
+		break;
 	case OPT_PAGE_STATES:
 		if (parse_size(arg, &size) || (opts.page_states = size) != size || opts.page_states == 0 ||
 		    opts.page_states > (1UL << 26))

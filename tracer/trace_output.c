@@ -97,10 +97,8 @@ static const char *path_of(const struct file_id *id)
 
 	if (!slot)
 		return "//unknown";
-	if (!slot->used) {
-		slot->used = true;
+	if (first_read_of(slot))
 		files.files_read++;
-	}
 	return slot->path;
 }
 
@@ -264,6 +262,10 @@ void report(const struct lost_counts *lost, unsigned long long duration_us)
 		"%.0f events/s, %llu lost\n", TOOL, run.pages, run.metadata_pages,
 		run.pages * (double)run.page_size / (1 << 20), files.files_read,
 		seconds, seconds > 0 ? run.bios / seconds : 0.0, lost->total);
+	if (files.forgotten)
+		fprintf(stderr, "%s: %llu file names not used lately were forgotten to bound memory "
+			"(the kernel sent again those read later); nothing lost\n", TOOL,
+			files.forgotten);
 }
 
 int open_output(void)
