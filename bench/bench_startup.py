@@ -4,9 +4,10 @@
 the best one at least 75%).
 
 Runs scripts/firefox-case (trace --used of a cold start, pagetrace waste,
-cachetop of a cold and a warm start, then startup-bench with the states
-selective, hot, prefetched, prefetched-used and concurrent interleaved) and
-prints its figures and summary. Prints one line saying so and exits 0 when
+cachetop of a cold and a warm start, a second trace --used recorded with
+the disk's read_ahead_kb at 0 for the list of used pages, then startup-bench
+with the states selective, hot, prefetched, prefetched-used and concurrent
+interleaved) and prints its figures and summary. Prints one line saying so and exits 0 when
 firefox-esr is not installed: the benchmark needs the real application.
 
 USAGE
@@ -51,7 +52,8 @@ def main():
         return 0
     out = pathlib.Path(args.dir)
     done = subprocess.run([TOP / "scripts" / "firefox-case", "--no-install", "-o", out,
-                           "-n", str(args.runs), "--states", STATES],
+                           "-n", str(args.runs), "--used-readahead", "0",
+                           "--states", STATES],
                           capture_output=True, text=True)
     summary = out / "summary.txt"
     # Status 1 is a failed or timed-out run, which the summary counts; any
@@ -59,7 +61,7 @@ def main():
     if done.returncode not in (0, 1) or not summary.exists():
         sys.exit(f"bench_startup: firefox-case failed ({done.returncode}):\n"
                  f"{done.stderr[-3000:]}")
-    print(f"firefox-case -n {args.runs} --states {STATES}\n")
+    print(f"firefox-case -n {args.runs} --used-readahead 0 --states {STATES}\n")
     print((out / "machine.txt").read_text())
     print((out / "figures.txt").read_text())
     print(summary.read_text())
