@@ -73,9 +73,11 @@ static __always_inline struct inode *file_being_filled(struct folio *folio)
  * page cache? Excluded: anonymous and shmem pages and the swap cache (swap-
  * backed; so swap-ins are not metadata), pages with a mapping flag (anon, KSM,
  * movable), regular files' pages (an O_DIRECT buffer that is a mapped file),
- * and uptodate pages (an O_DIRECT read into a mapped device). What is left:
- *  - slab pages and pages with no mapping at all: buffers a filesystem
- *    allocates for itself (xfs_buf, kmalloc'ed or whole folios);
+ * and uptodate pages (an O_DIRECT read into a mapped device). Slab pages
+ * (kmalloc'ed buffers) are metadata too; add_segment() tells them apart
+ * before this, as their mapping word is not a mapping. What is left:
+ *  - pages with no mapping at all: buffers a filesystem allocates for
+ *    itself (xfs_buf folios, vmalloc'ed buffers);
  *  - !uptodate pages of a non-regular inode: the block device's page cache
  *    (ext4's buffer heads: inode tables, directories, extent blocks,
  *    bitmaps), directory pages of filesystems that keep them in the page
