@@ -22,8 +22,9 @@ Records are checked exactly as the reader contract says
 (docs/trace-format.md, "Readers"): a fast path takes the blocks made only of
 well-formed records (arrow's CSV parser and vectorised checks), and every
 line it does not accept goes, one at a time, to the reference line checker
-of the core reader, which gives the verdict and the reason. Memory holds one
-block (BLOCK_BYTES of text) at a time, whatever the size of the trace.
+of the core reader, which gives the verdict and the reason. Memory holds a
+few blocks (PARSE_THREADS being parsed, one being written, BLOCK_BYTES of
+text each), whatever the size of the trace.
 """
 import collections
 import concurrent.futures
