@@ -657,6 +657,10 @@ def test_auto_engine(tmp_path, monkeypatch):
     assert dataset.use_out_of_core(args, small, small)
     assert not dataset.use_out_of_core(argparse.Namespace(engine="memory"),
                                        small, small)
+    # A compressed trace counts as COMPRESSION_RATIO times its size.
+    packed = tmp_path / "t.log.xz"
+    packed.write_bytes(b"x" * (size // dataset.COMPRESSION_RATIO + 1))
+    assert dataset.use_out_of_core(args, str(packed))
 
 
 @pytest.mark.parametrize("used", [False, True], ids=["read", "used"])
