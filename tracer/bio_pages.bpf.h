@@ -53,13 +53,15 @@ const volatile bool want_metadata = false;
 struct bio_walk;
 static __always_inline void on_read_run(struct bio_walk *walk);
 
-/* The regular file whose page-cache folio is being filled, or NULL. */
-static __always_inline struct inode *file_being_filled(struct folio *folio)
+/* The regular file whose page-cache folio (words @w) is being filled, or NULL. */
+static __always_inline struct inode *file_being_filled(const struct page_words *w)
 {
-	struct address_space *mapping = folio_file_mapping(folio);
+	/* A local: BPF_CORE_READ must not relocate page_words, which is ours. */
+	struct address_space *mapping = (struct address_space *)w->mapping;
 	struct inode *inode;
 
-	if (!mapping || !folio_is_locked_not_uptodate(folio))
+	if (!mapping || (w->mapping & MAPPING_FLAG_BITS) ||
+	    !flags_locked_not_uptodate(w->flags))
 		return NULL;
 	inode = BPF_CORE_READ(mapping, host);
 	if (!inode || (BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFREG)
@@ -84,23 +86,21 @@ static __always_inline struct inode *file_being_filled(struct folio *folio)
  *    cache. Buffer-head reads do not lock the folio, so unlike file pages
  *    the lock is not asked for.
  */
-static __always_inline bool metadata_page(struct folio *folio)
+static __always_inline bool metadata_page(const struct page_words *w)
 {
-	unsigned long raw, flags;
+	struct address_space *mapping = (struct address_space *)w->mapping;
 	struct inode *host;
 
-	flags = folio_flags_word(folio);
-	if (folio_is_swapbacked(flags))
+	if (folio_is_swapbacked(w->flags))
 		return false;
-	raw = (unsigned long)BPF_CORE_READ(folio, mapping);
-	if (!raw)
+	if (!mapping)
 		return true;
-	if (raw & MAPPING_FLAG_BITS)
+	if (w->mapping & MAPPING_FLAG_BITS)
 		return false;
-	host = BPF_CORE_READ((struct address_space *)raw, host);
+	host = BPF_CORE_READ(mapping, host);
 	if (!host || (BPF_CORE_READ(host, i_mode) & S_IFMT) == S_IFREG)
 		return false;
-	return !flags_uptodate(flags);
+	return !flags_uptodate(w->flags);
 }
 
 /* State of one walk over a bio's vectors. */
@@ -166,28 +166,39 @@ static __always_inline void add_metadata(struct bio_walk *walk, __u32 pos, __u32
 static __always_inline void add_segment(struct bio_walk *walk, struct page *page,
 					__u32 offset, __u32 len, __u32 pos)
 {
-	struct folio *folio = page_to_folio(page);
+	struct folio *folio = (struct folio *)page;
+	struct page_words w;
 	struct inode *inode;
-	__u64 byte, index;
+	__u64 byte;
 
 	if (!len)
 		return;
+	read_page_words(page, &w);
+	/*
+	 * A large folio's tail page points at its head with bit 0 of
+	 * compound_head set (stable since v2.6; v5.16 "mm: Add folio type" made
+	 * the head a struct folio with the same layout): the words that count
+	 * are the head's.
+	 */
+	if (w.compound_head & 1) {
+		folio = (struct folio *)(w.compound_head - 1);
+		read_page_words(folio, &w);
+	}
 	/* A slab page's mapping word is the slab's own: never read it as one. */
-	if (folio_is_slab(folio)) {
+	if (words_are_slab(&w)) {
 		if (want_metadata && bio_names_device())
 			add_metadata(walk, pos, len);
 		return;
 	}
-	inode = file_being_filled(folio);
+	inode = file_being_filled(&w);
 	if (!inode) {
-		if (want_metadata && bio_names_device() && metadata_page(folio))
+		if (want_metadata && bio_names_device() && metadata_page(&w))
 			add_metadata(walk, pos, len);
 		return;
 	}
-	index = BPF_CORE_READ(folio, index);
 	byte = (page_nr_in_folio(page, folio) << page_shift) + offset;
-	add_pages(walk, (__u64)inode, 0, index + (byte >> page_shift),
-		  index + ((byte + len - 1) >> page_shift));
+	add_pages(walk, (__u64)inode, 0, w.index + (byte >> page_shift),
+		  w.index + ((byte + len - 1) >> page_shift));
 }
 
 /* One vector, the way bio_for_each_bvec steps: from the bio's iterator. */

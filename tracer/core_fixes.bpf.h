@@ -28,27 +28,12 @@ static __always_inline unsigned long folio_flags_word(const struct folio *folio)
  * enum pageflags is not ABI: its numbering has changed between releases
  * (v6.12 removed PG_error, for one). Ask the running kernel's BTF.
  */
-static __always_inline bool folio_is_locked_not_uptodate(const struct folio *folio)
+static __always_inline bool flags_locked_not_uptodate(unsigned long word)
 {
-	unsigned long word = folio_flags_word(folio);
 	unsigned long locked = 1UL << bpf_core_enum_value(enum pageflags, PG_locked);
 	unsigned long uptodate = 1UL << bpf_core_enum_value(enum pageflags, PG_uptodate);
 
 	return (word & locked) && !(word & uptodate);
-}
-
-/*
- * A bio_vec names a struct page; a large folio's tail pages point at their
- * head with bit 0 of compound_head set (stable since v2.6.x; v5.16 "mm: Add
- * folio type" made the head a struct folio with the same layout).
- */
-static __always_inline struct folio *page_to_folio(struct page *page)
-{
-	unsigned long head = BPF_CORE_READ(page, compound_head);
-
-	if (head & 1)
-		return (struct folio *)(head - 1);
-	return (struct folio *)page;
 }
 
 /* Offset of @page inside its folio, in pages (tail pages are contiguous). */
@@ -76,18 +61,9 @@ static __always_inline __u64 folio_pages(const struct folio *folio)
 /*
  * The low bits of folio->mapping mark anonymous, KSM and movable pages
  * (PAGE_MAPPING_ANON, PAGE_MAPPING_MOVABLE); only a clean pointer is a
- * file's address_space.
+ * file's address_space (struct page_words keeps the raw word).
  */
 #define MAPPING_FLAG_BITS	3UL
-
-static __always_inline struct address_space *folio_file_mapping(const struct folio *folio)
-{
-	unsigned long mapping = (unsigned long)BPF_CORE_READ(folio, mapping);
-
-	if (!mapping || (mapping & MAPPING_FLAG_BITS))
-		return NULL;
-	return (struct address_space *)mapping;
-}
 
 /*
  * Slab pages (kmalloc'ed buffers, such as xfs's sub-page metadata buffers)
@@ -99,20 +75,6 @@ static __always_inline struct address_space *folio_file_mapping(const struct fol
  */
 enum pagetype___pgty { PGTY_slab___pgty = 0 };
 enum pageflags___slab { PG_slab___slab = 0 };
-
-static __always_inline bool folio_is_slab(const struct folio *folio)
-{
-	if (bpf_core_enum_value_exists(enum pagetype___pgty, PGTY_slab___pgty)) {
-		unsigned int type = 0;
-
-		bpf_core_read(&type, sizeof(type), &((struct page *)folio)->page_type);
-		return (type >> 24) == bpf_core_enum_value(enum pagetype___pgty, PGTY_slab___pgty);
-	}
-	if (bpf_core_enum_value_exists(enum pageflags___slab, PG_slab___slab))
-		return folio_flags_word(folio) &
-		       (1UL << bpf_core_enum_value(enum pageflags___slab, PG_slab___slab));
-	return false;
-}
 
 /* Anonymous and shmem folios, and the swap cache's, are swap-backed. */
 static __always_inline bool folio_is_swapbacked(unsigned long flags_word)
@@ -126,10 +88,77 @@ static __always_inline bool flags_uptodate(unsigned long flags_word)
 }
 
 /*
+ * The words of a struct page (or folio) that the bio walk needs, read with
+ * one helper call instead of one per field: the helper call is most of the
+ * cost of reading a field. Offsets are the running kernel's (CO-RE); a
+ * struct page is 64 bytes on every kernel, and a kernel whose fields moved
+ * past that gets one read per field instead.
+ */
+#define PAGE_WORDS_BYTES	64
+
+struct page_words {
+	unsigned long flags;
+	unsigned long compound_head;
+	unsigned long mapping;	/* raw: may carry the anon/movable bits */
+	unsigned long index;
+	unsigned int page_type;
+};
+
+static __always_inline bool page_words_fit(__u32 offset, __u32 size)
+{
+	return offset + size <= PAGE_WORDS_BYTES;
+}
+
+static __always_inline void read_page_words(const void *page, struct page_words *w)
+{
+	const struct folio *folio = page;
+	const struct page *p = page;
+	__u32 flags_at = bpf_core_field_offset(struct folio, flags);
+	__u32 head_at = bpf_core_field_offset(struct page, compound_head);
+	__u32 mapping_at = bpf_core_field_offset(struct folio, mapping);
+	__u32 index_at = bpf_core_field_offset(struct folio, index);
+	__u32 type_at = bpf_core_field_offset(struct page, page_type);
+	__u8 buf[PAGE_WORDS_BYTES];
+
+	if (page_words_fit(flags_at, 8) && page_words_fit(head_at, 8) &&
+	    page_words_fit(mapping_at, 8) && page_words_fit(index_at, 8) &&
+	    page_words_fit(type_at, 4)) {
+		if (bpf_probe_read_kernel(buf, sizeof(buf), page)) {
+			__builtin_memset(w, 0, sizeof(*w));
+			return;
+		}
+		w->flags = *(unsigned long *)(buf + flags_at);
+		w->compound_head = *(unsigned long *)(buf + head_at);
+		w->mapping = *(unsigned long *)(buf + mapping_at);
+		w->index = *(unsigned long *)(buf + index_at);
+		w->page_type = *(unsigned int *)(buf + type_at);
+		return;
+	}
+	w->flags = folio_flags_word(folio);
+	w->compound_head = BPF_CORE_READ(p, compound_head);
+	w->mapping = (unsigned long)BPF_CORE_READ(folio, mapping);
+	w->index = BPF_CORE_READ(folio, index);
+	w->page_type = 0;
+	bpf_core_read(&w->page_type, sizeof(w->page_type), &p->page_type);
+}
+
+/* folio_is_slab(), from words already read. */
+static __always_inline bool words_are_slab(const struct page_words *w)
+{
+	if (bpf_core_enum_value_exists(enum pagetype___pgty, PGTY_slab___pgty))
+		return (w->page_type >> 24) ==
+		       bpf_core_enum_value(enum pagetype___pgty, PGTY_slab___pgty);
+	if (bpf_core_enum_value_exists(enum pageflags___slab, PG_slab___slab))
+		return w->flags & (1UL << bpf_core_enum_value(enum pageflags___slab, PG_slab___slab));
+	return false;
+}
+
+/*
  * Partition bios are remapped to the whole disk (bi_sector += bd_start_sect,
  * blk_partition_remap() in submit_bio_noacct()) before block_bio_queue
- * fires; bi_bdev still names the partition (bio_names_device() first). The offset on the device the bio
- * names is therefore bi_sector - bd_start_sect (0 for a whole disk).
+ * fires; bi_bdev still names the partition (bio_names_device() first). The
+ * offset on the device the bio names is therefore bi_sector - bd_start_sect
+ * (0 for a whole disk).
  */
 static __always_inline bool bio_names_device(void)
 {

@@ -96,7 +96,12 @@ static bool target_done(pid_t child, int adopted_pidfd, pid_t adopted, int *stat
 
 static void install_signal_handlers(void)
 {
-	struct sigaction action = { .sa_handler = on_signal };
+	/*
+	 * SA_RESTART: a write blocked on a full pipe when Ctrl-C comes must
+	 * finish, not fail (the trace would be cut mid-record); the poll loop
+	 * still sees the flag, as epoll_wait() is never restarted.
+	 */
+	struct sigaction action = { .sa_handler = on_signal, .sa_flags = SA_RESTART };
 
 	sigaction(SIGINT, &action, NULL);
 	sigaction(SIGTERM, &action, NULL);
