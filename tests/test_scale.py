@@ -745,3 +745,25 @@ def test_plain_merge_of_a_dataset_is_the_union(tmp_path, capsys):
     assert outputs[0] == outputs[1]
     # 4 header lines, core, own pages, /shared/few 0..15, trailer.
     assert len(outputs[0][0]) == 4 + 120 + 3 * 60 + 16 + 1
+
+
+def test_engine_failures_are_one_line(tmp_path, capsys):
+    """A bad --memory-limit, and DuckDB running out of the memory it is
+    given, are one line and exit status 1, for the verbs and merge."""
+    path = os.path.join(SAMPLES, "basic.log")
+    for argv in (["summary", "--engine", "duckdb"], ["seeks", "--engine",
+                                                     "duckdb"],
+                 ["merge", "--min-runs", "1"]):
+        code, _, err = _run_verb([*argv, "--memory-limit", "lots", path],
+                                 capsys)
+        assert (code, err) == (1, "pagetrace: --memory-limit lots: Parser "
+                               "Error: Memory must have a number (e.g. 1GB)\n")
+    big = str(tmp_path / "big.log")
+    from pagetrace.synth import write_synthetic_trace
+    write_synthetic_trace(big, 200_000, seed=4)
+    code, out, err = _run_verb(["summary", "--engine", "duckdb",
+                                "--memory-limit", "1MB", "--work-dir",
+                                str(tmp_path), big], capsys)
+    assert code == 1 and out == "" and len(err.splitlines()) == 1
+    assert err.startswith("pagetrace: DuckDB ran out of memory: ")
+    assert err.endswith("; give it more with --memory-limit\n")

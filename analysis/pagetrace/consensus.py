@@ -301,10 +301,13 @@ def cmd_merge(args, report):
             return 1
         con = dataset.connect(work, args.memory_limit)
         try:
-            n_runs, k = build(con, runs, used=args.used, work_dir=work,
-                              min_runs=lambda n: required_runs(
-                                  n, args.min_runs, args.min_fraction))
+            with dataset.engine_errors():
+                n_runs, k = build(con, runs, used=args.used, work_dir=work,
+                                  min_runs=lambda n: required_runs(
+                                      n, args.min_runs, args.min_fraction))
         except ValueError as err:
+            if isinstance(err, dataset.DatasetError):
+                raise
             report(f"merge: {err}")
             return 2
         if n_runs == 0:

@@ -28,6 +28,7 @@ text each), whatever the size of the trace.
 """
 import collections
 import concurrent.futures
+import contextlib
 import gzip
 import lzma
 import os
@@ -711,13 +712,30 @@ def sql_string(text):
 def connect(work_dir, memory_limit=DEFAULT_MEMORY_LIMIT, threads=None):
     """A DuckDB connection that spills to work_dir past memory_limit."""
     import duckdb
-    con = duckdb.connect(config={
-        "memory_limit": memory_limit,
-        "temp_directory": os.path.join(work_dir, "duckdb-spill"),
-        "preserve_insertion_order": False,
-        **({"threads": threads} if threads else {})})
+    try:
+        con = duckdb.connect(config={
+            "memory_limit": memory_limit,
+            "temp_directory": os.path.join(work_dir, "duckdb-spill"),
+            "preserve_insertion_order": False,
+            **({"threads": threads} if threads else {})})
+    except duckdb.Error as err:
+        raise DatasetError(f"--memory-limit {memory_limit}: "
+                           f"{_first_line(err)}") from None
     con.execute("SET enable_progress_bar = false")
     return con
+
+
+@contextlib.contextmanager
+def engine_errors():
+    """DuckDB's failures as one line (DatasetError), not a traceback."""
+    import duckdb
+    try:
+        yield
+    except duckdb.OutOfMemoryException as err:
+        raise DatasetError(f"DuckDB ran out of memory: {_first_line(err)}; "
+                           "give it more with --memory-limit") from None
+    except duckdb.Error as err:
+        raise DatasetError(f"DuckDB: {_first_line(err)}") from None
 
 
 # --- summary, out of core ----------------------------------------------------

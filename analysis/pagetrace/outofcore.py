@@ -43,7 +43,8 @@ def session(args):
                 raise dataset.DatasetError(reason)
             return runs
         try:
-            yield open_runs, con
+            with dataset.engine_errors():
+                yield open_runs, con
         finally:
             con.close()
 
