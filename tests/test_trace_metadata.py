@@ -19,6 +19,8 @@ import os
 import random
 import re
 import subprocess
+import sys
+import textwrap
 
 import pytest
 
@@ -163,3 +165,47 @@ def test_buffered_reads_of_the_device_node_are_recorded(small_files):
     offsets = sorted(r[2] for r in trace.records if r[1] == dev)
     # readahead may read more; the 16 pages asked for are there, each once per read
     assert set(range(1000 * 4096, 1016 * 4096, PAGE)) <= set(offsets)
+
+
+def test_swap_ins_are_not_metadata(tmp_path):
+    """A swap-in reads a page of anonymous memory from the swap device: a
+    bio of a swap-cache page with no mapping, which must not pass for a
+    filesystem's buffer. Swap on a zram device, a memory cgroup (v1) too
+    small for the program's memory, and the program reads its memory back."""
+    require_root()
+    memcg = "/sys/fs/cgroup/memory"
+    if not os.path.isdir(memcg):
+        pytest.fail("no memory cgroup (v1) hierarchy at /sys/fs/cgroup/memory", pytrace=False)
+    zram = loopimg.run("zramctl", "--find", "--size", "256M", text=True).stdout.strip()
+    group = os.path.join(memcg, f"pagetrace-swap-{os.getpid()}")
+    swapped_on = False
+    try:
+        loopimg.run("mkswap", zram)
+        loopimg.run("swapon", "--priority", "-2", zram)
+        swapped_on = True
+        os.mkdir(group)
+        with open(os.path.join(group, "memory.limit_in_bytes"), "w") as f:
+            f.write(str(48 << 20))
+        program = tmp_path / "swap.py"
+        program.write_text(textwrap.dedent("""
+            import os, sys
+            with open(sys.argv[1], "w") as f:
+                f.write(str(os.getpid()))
+            memory = bytearray(128 << 20)
+            for i in range(0, len(memory), 4096):
+                memory[i] = 1
+            print(sum(memory[i] for i in range(0, len(memory), 4096)))
+            """))
+        before = sectors_read(zram)
+        trace, _ = run_trace("-c", f"echo $$ > {group}/cgroup.procs && "
+                                   f"exec {sys.executable} {program} {group}/tasks")
+        swapped_in = sectors_read(zram) - before
+    finally:
+        if swapped_on:
+            loopimg.run("swapoff", zram, check=False)
+        if os.path.isdir(group):
+            os.rmdir(group)
+        loopimg.run("zramctl", "--reset", zram, check=False)
+    assert swapped_in > 0, "nothing was swapped in: the test did not test"
+    assert [r for r in trace.records if r[1] == zram] == []
+    assert [r for r in trace.records if r[3][3] == "metadata" and "zram" in r[1]] == []
