@@ -209,3 +209,41 @@ def test_swap_ins_are_not_metadata(tmp_path):
     assert swapped_in > 0, "nothing was swapped in: the test did not test"
     assert [r for r in trace.records if r[1] == zram] == []
     assert [r for r in trace.records if r[3][3] == "metadata" and "zram" in r[1]] == []
+
+
+METADATA_TRACE = """\
+# pagetrace-format: 1
+# page-size: 4096
+# columns: timestamp_us path offset
+1000 /dev/loop7 1052672
+1010 /srv/a 0
+1020 /srv/a 4096
+1030 /dev/loop7 8192
+1040 /srv/b 0
+"""
+
+
+def test_summary_and_plot_count_metadata_apart(tmp_path):
+    """Without a cause column too: the path alone says metadata."""
+    log = tmp_path / "m.log"
+    log.write_text(METADATA_TRACE)
+    pagetrace = os.path.join(REPO, ".venv", "bin", "pagetrace")
+    done = subprocess.run([pagetrace, "summary", "--json", str(log)], capture_output=True,
+                          text=True, check=True)
+    totals = json.loads(done.stdout)["totals"]
+    assert (totals["pages"], totals["metadata_pages"], totals["files"]) == (5, 2, 2)
+    assert totals["metadata_devices"] == ["/dev/loop7"]
+    text = subprocess.run([pagetrace, "summary", str(log)], capture_output=True,
+                          text=True, check=True).stdout
+    assert "metadata: 2 pages, 8,192 bytes (of the total), from /dev/loop7" in text
+
+    sys.path.insert(0, os.path.join(REPO, "analysis"))
+    import matplotlib
+    matplotlib.use("Agg")
+    from pagetrace import plots, trace as trace_reader
+    fig = plots.plot_offset_time(trace_reader.read_trace(str(log)))
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert "metadata, 2 pages of /dev/loop7" in labels
+    assert "/dev/loop7" not in labels          # not drawn as a file
+    twin = fig.axes[1]
+    assert sorted(twin.collections[0].get_offsets()[:, 1] * (1 << 20)) == [8192, 1052672]
