@@ -1,7 +1,7 @@
 """README command 1, end to end: scripts/demo on the built-in sample.
 
 The demo traces a cold start of samples/startup-app, replays it, times it
-in five cache states and writes the report. The workload's accesses are
+in every cache state and writes the report. The workload's accesses are
 fixed, so the report's numbers can be checked against the trace and the
 workload's own list of pages.
 """

@@ -44,7 +44,7 @@ PYTHON_TOOLS = {
     "cache": ("cache", "pagecache",
               "page cache of files: status, evict, warm (pagecache)"),
     "startup": ("bench", "startup-bench",
-                "time a start-up in five cache states (startup-bench)"),
+                "time a start-up in controlled cache states (startup-bench)"),
 }
 STARTUP_TABLE = "startup-table"
 # Options that make `pagetrace startup ...` the bench, not the CSV table.

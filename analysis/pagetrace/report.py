@@ -336,11 +336,24 @@ def state_finding(runs, name, state, what):
             change = f"changes it by {ms(diff, True)}"
         text = (f"{what.capitalize()}: {ms(mean)} in total against "
                 f"{ms(mean_cold)} {STATE_WORDS[ref]}; {change} "
-                f"({interval_text(low, high)}).")
+                f"({interval_text(low, high)}){_recovered_text(runs, mean, mean_cold)}.")
     return Finding(state, text, f"{name}: {state} − {ref} total_s, "
                    f"{len(times)} and {len(cold)} ok runs, Welch t interval",
                    verdict, {"reference": ref, "diff_s": diff, "low_s": low,
                              "high_s": high, "mean_s": mean})
+
+
+def _recovered_text(runs, mean, mean_cold):
+    """The share of the I/O cost (cold − hot) a prefetch state won back, as
+    a point estimate: startup-bench's summary gives its interval."""
+    hot = ok_times(runs, "hot")
+    if not hot:
+        return ""
+    cost = mean_cold - sum(hot) / len(hot)
+    if cost <= 0:
+        return ""
+    return (f"; recovers {(mean_cold - mean) / cost:.0%} of the I/O cost "
+            "(point estimate; its interval is in startup-bench's summary)")
 
 
 def _replay_variant(run):
@@ -447,6 +460,10 @@ def findings(frame, name, plan=None, replays=(), runs=None,
     if runs is not None:
         for state, what in (("prefetched", "prefetching in disk order, then "
                              "starting"),
+                            ("prefetched-used", "prefetching only the used "
+                             "pages in disk order, then starting"),
+                            ("concurrent", "prefetching the used pages in "
+                             "first-access order beside the start"),
                             ("simulated", "O_DIRECT replay, then a hot "
                              "start")):
             found = state_finding(runs, runs_name, state, what)
