@@ -15,7 +15,7 @@ USAGE
       --min-fraction F) [--used] [--master URL]
 
 EXAMPLES
-  # one machine, all cores (pip install pyspark; needs a Java runtime)
+  # one machine, all cores (make test-spark installs pyspark and a JRE)
   PYTHONPATH=analysis python jobs/spark_consensus.py runs/ out/ --min-runs 900
   # a cluster: the dataset on shared storage
   spark-submit --master yarn jobs/spark_consensus.py hdfs:///traces/app \\
@@ -26,9 +26,12 @@ import json
 import os
 import sys
 
-# Spark SQL spelling of pagetrace.consensus's queries: backquotes for the
-# column `offset` (a keyword), LEFT SEMI JOIN, percentile_approx-free exact
-# median (Spark 3.4+ `median`).
+# Spark SQL spelling of pagetrace.consensus's one-query form (RANKED_SQL and
+# PER_PAGE_SQL): backquotes for the column `offset` (a keyword), LEFT SEMI
+# JOIN, and the exact median of Spark 3.4+ (`median`, not the approximate
+# percentile_approx), so that the output is pagetrace merge's byte for byte.
+# Spark spills its groups, windows and percentile buffers itself, so the
+# job needs no batches.
 READ_PAGES = """
     SELECT run, path, `offset`, min(timestamp_us) AS first_us,
            min(line) AS first_line
