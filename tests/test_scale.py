@@ -767,3 +767,17 @@ def test_engine_failures_are_one_line(tmp_path, capsys):
     assert code == 1 and out == "" and len(err.splitlines()) == 1
     assert err.startswith("pagetrace: DuckDB ran out of memory: ")
     assert err.endswith("; give it more with --memory-limit\n")
+
+
+@pytest.mark.parametrize("key", ["hash({column})", "octet_length({column})"],
+                         ids=["hash", "colliding"])
+def test_summary_distinct_pages_by_path_key(key, tmp_path, capsys,
+                                            monkeypatch):
+    """Distinct pages are grouped by the path's hash; when two paths of a
+    trace share a key (forced here: paths of the same length), the query
+    runs again on the bytes, and the summary stays the in-memory one."""
+    monkeypatch.setattr(dataset, "PATH_KEY", key)
+    for path in SAMPLE_TRACES[:2] + SAMPLE_TRACES[-1:]:
+        memory, _ = _summary(["--engine", "memory", "--json", path], capsys)
+        duckdb, _ = _summary(["--engine", "duckdb", "--json", path], capsys)
+        assert duckdb == memory
