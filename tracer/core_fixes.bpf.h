@@ -154,6 +154,31 @@ static __always_inline bool words_are_slab(const struct page_words *w)
 }
 
 /*
+ * The fields of a file's id, i_sb, i_ino and i_generation, with one helper
+ * call: they lie in the inode's first 128 bytes (v6.18: 40, 64, 124).
+ * False, with nothing read, on a kernel where they do not.
+ */
+#define INODE_ID_BYTES	128
+
+static __always_inline bool read_inode_id_words(const struct inode *inode, struct super_block **sb,
+						__u64 *ino, __u32 *generation)
+{
+	__u32 sb_at = bpf_core_field_offset(struct inode, i_sb);
+	__u32 ino_at = bpf_core_field_offset(struct inode, i_ino);
+	__u32 generation_at = bpf_core_field_offset(struct inode, i_generation);
+	__u8 buf[INODE_ID_BYTES];
+
+	if (sb_at + 8 > INODE_ID_BYTES || ino_at + 8 > INODE_ID_BYTES ||
+	    generation_at + 4 > INODE_ID_BYTES ||
+	    bpf_probe_read_kernel(buf, sizeof(buf), inode))
+		return false;
+	*sb = *(struct super_block **)(buf + sb_at);
+	*ino = *(__u64 *)(buf + ino_at);
+	*generation = *(__u32 *)(buf + generation_at);
+	return true;
+}
+
+/*
  * Partition bios are remapped to the whole disk (bi_sector += bd_start_sect,
  * blk_partition_remap() in submit_bio_noacct()) before block_bio_queue
  * fires; bi_bdev still names the partition (bio_names_device() first). The

@@ -106,6 +106,13 @@ static __always_inline void on_walk_cut_short(void);
 
 static __always_inline void file_id_of(struct inode *inode, struct file_id *id)
 {
+	struct super_block *sb;
+
+	/* One helper call for the inode's three fields where they fit (core_fixes). */
+	if (read_inode_id_words(inode, &sb, &id->ino, &id->generation)) {
+		id->dev = BPF_CORE_READ(sb, s_dev);
+		return;
+	}
 	id->dev = BPF_CORE_READ(inode, i_sb, s_dev);
 	id->generation = BPF_CORE_READ(inode, i_generation);
 	id->ino = BPF_CORE_READ(inode, i_ino);
