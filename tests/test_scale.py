@@ -562,13 +562,18 @@ def test_diff_and_union_same_in_memory_and_out_of_core(other, capsys):
             assert duckdb == memory
 
 
+@pytest.mark.parametrize("key", ["hash({column})",
+                                 "octet_length({column}) % 2"],
+                         ids=["hash", "colliding"])
 def test_verbs_on_a_larger_trace_and_its_parquet(tmp_path, capsys,
-                                                 monkeypatch):
+                                                 monkeypatch, key):
     """Several row groups and sort batches (made small here), causes,
     metadata, non-UTF-8 names: the same out of core, from text and from
-    Parquet."""
+    Parquet; and the same when paths share a key (forced here), so that
+    the queries group by the paths' bytes."""
     from pagetrace import outofcore
     monkeypatch.setattr(outofcore, "SORT_BATCH_ROWS", 1000)
+    monkeypatch.setattr(dataset, "PATH_KEY", key)
     a = _cause_trace(tmp_path / "a.log", 60_000, seed=1)
     b = _cause_trace(tmp_path / "b.log", 20_000, seed=2)
     ds = tmp_path / "ds"

@@ -14,7 +14,7 @@ import tempfile
 import warnings
 
 from . import dataset
-from .tracefile import METADATA_PREFIX
+from .tracefile import is_metadata
 
 
 @contextlib.contextmanager
@@ -61,25 +61,42 @@ def _text(path):
     return bytes(path).decode("utf-8", "surrogateescape")
 
 
-def _metadata_sql(column="path"):
-    """SQL: is this path a device node (a metadata record)?"""
-    prefix = METADATA_PREFIX.encode().hex()
-    return f"starts_with(hex({column}), '{prefix.upper()}')"
+def path_keys(con, *srcs):
+    """(key, paths): `key` formats the SQL that stands for a path in the
+    groups and joins over pages, {column} the path's column, and `paths`
+    maps each key value back to the path's bytes. The key is the path's
+    64-bit hash (dataset.PATH_KEY) unless two paths of these inputs share
+    one; then the path itself. Grouping 100 M records by the path's bytes
+    ran out of memory at 512 MB (dataset.PER_FILE_SQL)."""
+    union = " UNION ".join(f"SELECT path FROM {src} GROUP BY path"
+                           for src in srcs)
+    rows = con.execute(f"SELECT path, {dataset.PATH_KEY.format(column='path')}"
+                       f" FROM ({union})").fetchall()
+    paths = {key: bytes(path) for path, key in rows}
+    if len(paths) == len(rows):
+        return dataset.PATH_KEY, paths
+    return "{column}", {bytes(path): bytes(path) for path, _ in rows}
+
+
+def paths_sql(key, src):
+    """A FROM item (key, path) over the distinct paths of src."""
+    return (f"(SELECT {key.format(column='path')} AS key, path FROM "
+            f"(SELECT path FROM {src} GROUP BY path))")
 
 
 # --- diff -----------------------------------------------------------------
 
 DIFF_SQL = """
-    WITH a AS (SELECT path, "offset" FROM {a} WHERE kind = 'read'
-               GROUP BY path, "offset"),
-         b AS (SELECT path, "offset" FROM {b} WHERE kind = 'read'
-               GROUP BY path, "offset")
-    SELECT coalesce(a.path, b.path) AS path,
-           count(*) FILTER (WHERE b.path IS NULL) AS only_a,
-           count(*) FILTER (WHERE a.path IS NULL) AS only_b,
-           count(*) FILTER (WHERE a.path IS NOT NULL
-                            AND b.path IS NOT NULL) AS in_both
-    FROM a FULL OUTER JOIN b ON a.path = b.path AND a."offset" = b."offset"
+    WITH a AS (SELECT {key} AS key, "offset" FROM {a} WHERE kind = 'read'
+               GROUP BY key, "offset"),
+         b AS (SELECT {key} AS key, "offset" FROM {b} WHERE kind = 'read'
+               GROUP BY key, "offset")
+    SELECT coalesce(a.key, b.key) AS key,
+           count(*) FILTER (WHERE b.key IS NULL) AS only_a,
+           count(*) FILTER (WHERE a.key IS NULL) AS only_b,
+           count(*) FILTER (WHERE a.key IS NOT NULL
+                            AND b.key IS NOT NULL) AS in_both
+    FROM a FULL OUTER JOIN b ON a.key = b.key AND a."offset" = b."offset"
     GROUP BY 1
 """
 
@@ -89,11 +106,12 @@ def diff_table(con, runs_a, runs_b):
     A, only in B, in both; most only-in-A first, ties by path."""
     import numpy as np
     import pandas as pd
-    rows = con.execute(DIFF_SQL.format(
-        a=one_run(runs_a).relation_sql(),
-        b=one_run(runs_b).relation_sql())).fetchall()
+    a, b = one_run(runs_a).relation_sql(), one_run(runs_b).relation_sql()
+    key, paths = path_keys(con, a, b)
+    rows = con.execute(DIFF_SQL.format(a=a, b=b, key=key.format(
+        column="path"))).fetchall()
     table = pd.DataFrame([r[1:] for r in rows],
-                         index=pd.Index([_text(r[0]) for r in rows],
+                         index=pd.Index([_text(paths[r[0]]) for r in rows],
                                         name="path"),
                          columns=["only_a", "only_b", "both"],
                          dtype=np.int64).sort_index()
@@ -108,40 +126,41 @@ def diff_table(con, runs_a, runs_b):
 WASTE_PAGES_SQL = """
     CREATE TEMP TABLE wpages AS
     WITH reads AS (
-        SELECT path, "offset", min(line) AS first_line,
+        SELECT {key} AS key, "offset", min(line) AS first_line,
                min({{'line': line, 'cause': {cause}}}).cause AS cause
-        FROM {src} WHERE kind = 'read' GROUP BY path, "offset"),
-    accessed AS (SELECT path, "offset" FROM {src} WHERE kind = 'access'
-                 GROUP BY path, "offset"),
-    mapped AS (SELECT path, "offset" FROM {src} WHERE kind = 'map'
-               GROUP BY path, "offset")
-    SELECT r.path, r.first_line, r.cause, {metadata} AS metadata,
-           a.path IS NOT NULL AS used,
-           a.path IS NULL AND m.path IS NOT NULL AS mapped
+        FROM {src} WHERE kind = 'read' GROUP BY key, "offset"),
+    accessed AS (SELECT {key} AS key, "offset" FROM {src}
+                 WHERE kind = 'access' GROUP BY key, "offset"),
+    mapped AS (SELECT {key} AS key, "offset" FROM {src} WHERE kind = 'map'
+               GROUP BY key, "offset")
+    SELECT r.key, r.first_line, r.cause,
+           a.key IS NOT NULL AS used,
+           a.key IS NULL AND m.key IS NOT NULL AS mapped
     FROM reads r
-    LEFT JOIN accessed a ON a.path = r.path AND a."offset" = r."offset"
-    LEFT JOIN mapped m ON m.path = r.path AND m."offset" = r."offset"
+    LEFT JOIN accessed a ON a.key = r.key AND a."offset" = r."offset"
+    LEFT JOIN mapped m ON m.key = r.key AND m."offset" = r."offset"
 """
 
+# Per file; a file is metadata (a device node) or not as a whole, which
+# waste_summary tells from its path.
 WASTE_FILES_SQL = """
-    SELECT path, count(*) FILTER (WHERE NOT metadata) AS read_pages,
-           count(*) FILTER (WHERE NOT metadata AND used) AS used_pages,
-           count(*) FILTER (WHERE NOT metadata AND mapped) AS mapped_pages,
-           min(first_line) FILTER (WHERE NOT metadata) AS first_line,
-           count(*) FILTER (WHERE metadata) AS metadata_pages,
-           min(first_line) FILTER (WHERE metadata) AS metadata_line
-    FROM wpages GROUP BY path
+    SELECT key, count(*) AS read_pages,
+           count(*) FILTER (WHERE used) AS used_pages,
+           count(*) FILTER (WHERE mapped) AS mapped_pages,
+           min(first_line) AS first_line
+    FROM wpages GROUP BY key
 """
 
 # Accessed but never read: hits on pages already cached.
 CACHED_SQL = """
-    WITH accessed AS (SELECT path, "offset", min(line) AS first_line
+    WITH accessed AS (SELECT {key} AS key, "offset", min(line) AS first_line
                       FROM {src} WHERE kind = 'access'
-                      GROUP BY path, "offset")
-    SELECT path, count(*), min(first_line) FROM accessed a
-    WHERE NOT EXISTS (SELECT 1 FROM {src} r WHERE r.kind = 'read'
-                      AND r.path = a.path AND r."offset" = a."offset")
-    GROUP BY path
+                      GROUP BY key, "offset"),
+    reads AS (SELECT {key} AS key, "offset" FROM {src} WHERE kind = 'read'
+              GROUP BY key, "offset")
+    SELECT a.key, count(*), min(a.first_line) FROM accessed a
+    ANTI JOIN reads r ON r.key = a.key AND r."offset" = a."offset"
+    GROUP BY a.key
 """
 
 
@@ -158,21 +177,30 @@ def waste_summary(con, runs):
             f"pages cannot be told from unused ones; {waste.RECORD_HINT}")
     columns = con.execute(f"SELECT * FROM {src} LIMIT 0").description
     has_cause = any(c[0] == "cause" for c in columns)
+    key, paths = path_keys(con, src)
+    key = key.format(column="path")
     con.execute("DROP TABLE IF EXISTS wpages")
     con.execute(WASTE_PAGES_SQL.format(
-        src=src, cause="cause" if has_cause else "NULL::BLOB",
-        metadata=_metadata_sql("r.path")))
-    per_file = {_text(r[0]): r[1:] for r in
-                con.execute(WASTE_FILES_SQL).fetchall()}
-    cached = {_text(p): (int(n), line) for p, n, line in
-              con.execute(CACHED_SQL.format(src=src)).fetchall()}
+        src=src, key=key, cause="cause" if has_cause else "NULL::BLOB"))
+    per_file = {}
+    for k, read, used, mapped, line in con.execute(
+            WASTE_FILES_SQL).fetchall():
+        path = _text(paths[k])
+        # (read, used, mapped, first line, metadata pages, metadata line)
+        per_file[path] = ((0, 0, 0, None, read, line) if is_metadata(path)
+                          else (read, used, mapped, line, 0, None))
+    cached = {_text(paths[k]): (int(n), line) for k, n, line in
+              con.execute(CACHED_SQL.format(src=src, key=key)).fetchall()}
     by_cause = {}
     if has_cause:
-        for path, cause, pages in con.execute(
-                "SELECT path, cause, count(*) FROM wpages WHERE NOT metadata "
-                "AND NOT used GROUP BY path, cause").fetchall():
+        for k, cause, pages in con.execute(
+                "SELECT key, cause, count(*) FROM wpages WHERE NOT used "
+                "GROUP BY key, cause").fetchall():
+            path = _text(paths[k])
+            if is_metadata(path):
+                continue
             name = "-" if cause is None else _text(cause)
-            counts = by_cause.setdefault(_text(path), {})
+            counts = by_cause.setdefault(path, {})
             counts[name] = counts.get(name, 0) + int(pages)
     return _waste_dict(runs.page_size, has_cause, per_file, cached, by_cause)
 
@@ -346,10 +374,14 @@ def sorted_order(con, runs, max_request_bytes=1 << 20, hdd=None, ssd=None):
     replay --sort=file compares them) and offset: DuckDB sorts, out of
     core, and hands the rows over in batches."""
     stream = RequestStream(runs.page_size, max_request_bytes, hdd, ssd)
+    src = runs.relation_sql()
+    key, _ = path_keys(con, src)
     reader = con.sql(
-        f'SELECT path, "offset" FROM {runs.relation_sql()} '
-        "WHERE kind = 'read' GROUP BY path, \"offset\" "
-        'ORDER BY path, "offset"').to_arrow_reader(SORT_BATCH_ROWS)
+        f'WITH pages AS (SELECT {key.format(column="path")} AS key, "offset" '
+        f"FROM {src} WHERE kind = 'read' GROUP BY key, \"offset\") "
+        f'SELECT p.path, g."offset" FROM pages g JOIN {paths_sql(key, src)} p '
+        'ON g.key = p.key ORDER BY p.path, g."offset"'
+    ).to_arrow_reader(SORT_BATCH_ROWS)
     for batch in reader:
         stream.add(batch.column(0), batch.column(1).to_numpy())
     return stream
@@ -373,12 +405,12 @@ UNION_SQL = """
     CREATE TEMP TABLE union_pages AS
     WITH starts AS (SELECT run, min(timestamp_us) AS t0 FROM {src}
                     WHERE kind = 'read' GROUP BY run),
-    per_run AS (SELECT r.run, r.path, r."offset",
+    per_run AS (SELECT r.run, {key} AS key, r."offset",
                        min(r.timestamp_us - s.t0) AS rel_us
                 FROM {src} r JOIN starts s ON r.run = s.run
-                WHERE r.kind = 'read' GROUP BY r.run, r.path, r."offset")
-    SELECT path, "offset", min(rel_us) AS ts_us, count(*) AS runs
-    FROM per_run GROUP BY path, "offset"
+                WHERE r.kind = 'read' GROUP BY r.run, key, r."offset")
+    SELECT key, "offset", min(rel_us) AS ts_us, count(*) AS runs
+    FROM per_run GROUP BY key, "offset"
 """
 
 
@@ -387,14 +419,18 @@ def write_union(con, runs, out, command):
     from DuckDB: a version 1 trace with the extra column `runs`. Returns
     merge.stability's rows: [runs, pages, share] for 1..N."""
     from .escape import escape
+    src = runs.relation_sql()
+    key, _ = path_keys(con, src)
     con.execute("DROP TABLE IF EXISTS union_pages")
-    con.execute(UNION_SQL.format(src=runs.relation_sql()))
+    con.execute(UNION_SQL.format(src=src, key=key.format(column="r.path")))
     out.write(f"# pagetrace-format: 1\n# page-size: {runs.page_size}\n"
               "# clock: realtime-us\n"
               "# columns: timestamp_us path offset runs\n"
               f"# command: {escape(command)}\n")
-    cursor = con.execute('SELECT ts_us, path, "offset", runs FROM '
-                         'union_pages ORDER BY ts_us, path, "offset"')
+    cursor = con.execute(
+        'SELECT u.ts_us, p.path, u."offset", u.runs FROM union_pages u '
+        f"JOIN {paths_sql(key, src)} p ON u.key = p.key "
+        'ORDER BY u.ts_us, p.path, u."offset"')
     while True:
         rows = cursor.fetchmany(100_000)
         if not rows:
@@ -402,7 +438,7 @@ def write_union(con, runs, out, command):
         out.write("".join(f"{ts} {escape(bytes(path))} {offset} {n}\n"
                           for ts, path, offset, n in rows))
     pages, files, low, high = con.execute(
-        "SELECT count(*), count(DISTINCT path), min(ts_us), max(ts_us) "
+        "SELECT count(*), count(DISTINCT key), min(ts_us), max(ts_us) "
         "FROM union_pages").fetchall()[0]
     out.write(f"# end: pages={pages} bytes={pages * runs.page_size} "
               f"files={files} duration_us={(high - low) if pages else 0} "
