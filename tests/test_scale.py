@@ -786,3 +786,17 @@ def test_summary_distinct_pages_by_path_key(key, tmp_path, capsys,
         memory, _ = _summary(["--engine", "memory", "--json", path], capsys)
         duckdb, _ = _summary(["--engine", "duckdb", "--json", path], capsys)
         assert duckdb == memory
+
+
+def test_union_leaves_out_a_run_of_another_page_size(tmp_path, capsys):
+    """Both engines name the run of another page size, leave it out and
+    merge the others, with the same output."""
+    odd = tmp_path / "odd.log"
+    odd.write_text("# pagetrace-format: 1\n# page-size: 16384\n1 /a 0\n")
+    basic = os.path.join(SAMPLES, "basic.log")
+    memory, duckdb = _both_engines(["merge"], capsys, [basic, str(odd)])
+    assert memory == duckdb
+    code, out, err = memory
+    assert code == 0 and "/usr/lib" in out and " /a " not in out
+    assert err.endswith(f"pagetrace: {odd}: page-size 16384 differs from "
+                        "4096 of the runs before it; run 'odd' left out\n")

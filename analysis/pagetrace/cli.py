@@ -168,7 +168,7 @@ def cmd_merge(args):
         return consensus.cmd_merge(args, _complain)
     if dataset.use_out_of_core(args, *args.traces):
         return outofcore.cmd_union(args)
-    merged = merge.merge_traces([_read(p) for p in args.traces])
+    merged = merge.merge_traces(_same_page_size(args.traces))
     # Names that are not UTF-8 go out as they came in.
     out = open(args.output, "w", encoding="utf-8",
                errors="surrogateescape") if args.output else sys.stdout
@@ -183,6 +183,23 @@ def cmd_merge(args):
         ["runs", "pages", "share"],
         [[k, int(r.pages), float(r.share)] for k, r in table.iterrows()]))
     return 0
+
+
+def _same_page_size(paths):
+    """The traces read, less those whose page size differs from the first
+    one's (named, as the out-of-core merge names them)."""
+    frames = []
+    for path in paths:
+        frame = _read(path)
+        size = metrics.page_size_of(frame)
+        first = metrics.page_size_of(frames[0]) if frames else size
+        if size != first:
+            warnings.warn(f"{path}: page-size {size} differs from {first} "
+                          "of the runs before it; run "
+                          f"'{dataset.run_name(path)}' left out")
+            continue
+        frames.append(frame)
+    return frames
 
 
 def cmd_diff(args):
