@@ -589,8 +589,7 @@ def test_verbs_on_a_larger_trace_and_its_parquet(tmp_path, capsys,
                 if isinstance(answer, dict):
                     answer.pop("trace")   # the input's name
             assert _json_close(ours, theirs)
-    # diff's table (its text output cannot print a name that is not UTF-8
-    # on a strict stdout, whichever engine: left to the CLI's owners).
+    # diff's table itself (its text: test_names_that_are_not_utf8_...).
     expected = merge.diff_traces(pandas_reader.read_trace(a),
                                  pandas_reader.read_trace(b))
     for inputs in ([a, b], parquet):
@@ -800,3 +799,19 @@ def test_union_leaves_out_a_run_of_another_page_size(tmp_path, capsys):
     assert code == 0 and "/usr/lib" in out and " /a " not in out
     assert err.endswith(f"pagetrace: {odd}: page-size 16384 differs from "
                         "4096 of the runs before it; run 'odd' left out\n")
+
+
+def test_names_that_are_not_utf8_print_as_their_bytes(tmp_path):
+    """summary, diff and merge print a name that is not UTF-8 as its bytes,
+    whichever engine (a strict stdout used to raise UnicodeEncodeError)."""
+    a = _write_run(tmp_path / "a.log", [("/opt/\\377x", 0), ("/b", 0)])
+    b = _write_run(tmp_path / "b.log", [("/opt/\\377x", 4096)])
+    for engine in ("memory", "duckdb"):
+        for argv in (["summary", a], ["diff", a, b], ["merge", a, b]):
+            done = subprocess.run(
+                [sys.executable, "-m", "pagetrace.cli", argv[0], "--engine",
+                 engine, *argv[1:]], capture_output=True,
+                # A strict stdout, as in a UTF-8 desktop locale.
+                env={**os.environ, "PYTHONIOENCODING": "utf-8:strict"})
+            assert done.returncode == 0, done.stderr
+            assert b"/opt/\xffx" in done.stdout

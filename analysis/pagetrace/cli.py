@@ -447,6 +447,11 @@ def main(argv=None):
     if code is not None:
         return code
     args = build_parser().parse_args(frontdoor.analysis_argv(argv))
+    # A file name that is not UTF-8 is printed as the bytes it is (escape()
+    # leaves bytes from 0x80 up), not a UnicodeEncodeError.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="surrogateescape")
     # Warnings (malformed lines, lost events, skipped requests) go to
     # stderr as one plain line each.
     with warnings.catch_warnings(record=True) as caught:
