@@ -364,6 +364,10 @@ class CacheStates:
         self.replay = replay
         self.trace_path = trace_path
         self.used_trace_path = used_trace_path
+        # How long a concurrent prefetch may outlive its start-up: as long
+        # as a run may take (--timeout), since a slow device (a 150-IOPS
+        # profile) can need tens of seconds for a first-access-order list.
+        self.prefetch_limit_s = 60.0
         # --throttle: the replays (prefetch, simulated I/O) and the command
         # start in the throttled cgroup; the preparation here does not.
         self.spawning = contextlib.nullcontext
@@ -480,7 +484,8 @@ def run_concurrent(caches, bench, cold_fraction):
     outcome = bench("concurrent", start)
     # The prefetch outlived the start-up: wait (it is bounded by its trace)
     # so that it does not read into the next run's cache state.
-    prefetch_s, error = caches.finish_replay(replay, start, limit_s=60.0)
+    prefetch_s, error = caches.finish_replay(replay, start,
+                                             limit_s=caches.prefetch_limit_s)
     if error:
         return ("failed", outcome.elapsed_s, prefetch_s, None, cold_fraction), error
     return ((outcome.status, outcome.elapsed_s, prefetch_s, outcome.elapsed_s,
@@ -649,6 +654,7 @@ def run_session(args, command, pagecache):
         progress(f"{count} used pages of {display_path(used.source)}, in "
                  f"first-access order: {used_list}")
     caches = CacheStates(pagecache, trace, paths, replay, args.trace, used_list)
+    caches.prefetch_limit_s = max(caches.prefetch_limit_s, args.timeout)
     run_as = invoking_user()
     watch = ReadinessWatch(args.ready_regex, args.ready_file)
     governor = governor_note()
