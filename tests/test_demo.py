@@ -36,14 +36,14 @@ def test_demo_runs_the_whole_loop(tmp_path):
     wanted = {(path, offset) for _, path, offset, _ in Trace(listed).records}
     assert wanted and wanted <= pages
     assert trace.trailer["lost"] == "0" and int(trace.trailer["pages"]) == len(pages)
-    files = {p for _, p, _, extra in trace.read_records if extra[4] != "metadata"}
+    # Metadata reads (cause, field 8 with -x) are the filesystem's: the
+    # report and waste count files and file pages without them.
+    file_pages = {(p, o) for _, p, o, extra in trace.read_records if extra[4] != "metadata"}
+    files = {p for p, _ in file_pages}
     assert len([f for f in files if "/app-data/" in f]) == 40
     # The waste line counts the same reads, and every page the workload
     # asked for has an access record, or a map record when fault-around
     # mapped it before the workload touched it (no fault, so no access).
-    # waste counts file pages; metadata reads (cause, field 8 with -x) are
-    # the filesystem's, which nobody "uses", and are said apart.
-    file_pages = {(p, o) for _, p, o, extra in trace.read_records if extra[4] != "metadata"}
     assert f"read {len(file_pages):,} pages" in proc.stdout
     # One kernel path escapes filemap:mm_filemap_get_pages: when the last
     # folio of a read batch is still locked by readahead I/O,

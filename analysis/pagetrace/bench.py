@@ -357,17 +357,15 @@ class CacheStates:
     """Puts the page cache in each state, with pagetrace.cache."""
 
     def __init__(self, pagecache, trace, paths, replay, trace_path,
-                 used_trace_path=None):
+                 used_trace_path=None, prefetch_limit_s=60.0):
         self.pagecache = pagecache
         self.trace = trace
         self.paths = paths
         self.replay = replay
         self.trace_path = trace_path
         self.used_trace_path = used_trace_path
-        # How long a concurrent prefetch may outlive its start-up: as long
-        # as a run may take (--timeout), since a slow device (a 150-IOPS
-        # profile) can need tens of seconds for a first-access-order list.
-        self.prefetch_limit_s = 60.0
+        # How long a concurrent prefetch may outlive its start-up.
+        self.prefetch_limit_s = prefetch_limit_s
         # --throttle: the replays (prefetch, simulated I/O) and the command
         # start in the throttled cgroup; the preparation here does not.
         self.spawning = contextlib.nullcontext
@@ -653,8 +651,11 @@ def run_session(args, command, pagecache):
         used_list, count = used_pages(used, args.scratch.name)
         progress(f"{count} used pages of {display_path(used.source)}, in "
                  f"first-access order: {used_list}")
-    caches = CacheStates(pagecache, trace, paths, replay, args.trace, used_list)
-    caches.prefetch_limit_s = max(caches.prefetch_limit_s, args.timeout)
+    # A concurrent prefetch may outlive its start-up as long as a run may
+    # take (--timeout, at least 60 s): a slow device (a 150-IOPS profile)
+    # can need tens of seconds for a first-access-order list.
+    caches = CacheStates(pagecache, trace, paths, replay, args.trace, used_list,
+                         prefetch_limit_s=max(60.0, args.timeout))
     run_as = invoking_user()
     watch = ReadinessWatch(args.ready_regex, args.ready_file)
     governor = governor_note()
