@@ -421,13 +421,16 @@ def test_readpage_bt_records_the_same_pages(data_dir, workload):
     assert len(by_bt.page_set(f)) > 0
 
 
-def test_cause_column(data_dir):
+# The thread's read context lives in task-local storage made at its first
+# event: from traced_tids (-c, either attach mode), or for every thread (-a).
+@pytest.mark.parametrize("mode", [[], ["--attach", "raw_tp"], ["-a"]])
+def test_cause_column(data_dir, mode):
     seq = os.path.join(data_dir, "seq-cause.bin")
     willneed = os.path.join(data_dir, "willneed.bin")
     write_file(seq, 8 * MiB)
     write_file(willneed, 1 * MiB)
     evict(seq, willneed)
-    trace, _ = traced("-x", *python_cmd(f"""
+    trace, _ = traced("-x", *mode, *python_cmd(f"""
         import os
         with open({seq!r}, 'rb', buffering=0) as f:
             while f.read(65536):
@@ -493,17 +496,23 @@ def test_bio_walk_without_bpf_loop(data_dir, attach):
     assert trace.page_set(f) == set(range(16 * MiB // PAGE))
 
 
-def test_names_not_used_lately_are_forgotten_and_sent_again(data_dir):
-    # Long -a runs keep memory bounded by forgetting names not used since
-    # the last look (--names-kept, here 100 instead of 65536); the kernel
-    # sends a forgotten name again before the file's next record.
-    paths = [os.path.join(data_dir, f"n{i:03}") for i in range(600)]
+def cold_small_files(directory, count):
+    """COUNT files of 100 bytes, written back and evicted; their paths."""
+    paths = [os.path.join(directory, f"n{i:03}") for i in range(count)]
     for p in paths:
         with open(p, "wb") as f:
             f.write(b"x" * 100)
     subprocess.run(["sync"], check=True)
     for p in paths:
         evict(p)
+    return paths
+
+
+def test_names_not_used_lately_are_forgotten_and_sent_again(data_dir):
+    # Long -a runs keep memory bounded by forgetting names not used since
+    # the last look (--names-kept, here 100 instead of 65536); the kernel
+    # sends a forgotten name again before the file's next record.
+    paths = cold_small_files(data_dir, 600)
     code = f"""
         import os, time
         def read(names):
@@ -530,3 +539,34 @@ def test_names_not_used_lately_are_forgotten_and_sent_again(data_dir):
     # files= counts each file once, forgotten or not (devices are not files).
     assert int(trace.trailer["files"]) == len({r[1] for r in trace.records
                                                if not r[1].startswith("/dev/")})
+
+
+def test_a_forgotten_name_is_sent_again_on_the_same_cpu(data_dir):
+    # The kernel side remembers, per CPU, the file it last found named (no
+    # lookup for a run of records of one file). When trace forgets names it
+    # must void that memory too: here the forgotten file is the last one
+    # named on CPU 0 (the other files are read on CPU 1), and is read again
+    # on CPU 0.
+    paths = cold_small_files(data_dir, 300)
+    last = paths[149]
+    code = f"""
+        import os, time
+        def read(names, cpu):
+            os.sched_setaffinity(0, {{cpu}})
+            for p in names:
+                with open(p, "rb") as f:
+                    f.read()
+            time.sleep(0.5)          # trace's poll loop looks at its names
+        paths = {paths!r}
+        read(paths[:150], 0)
+        read(paths[150:], 1)         # paths[:150] are forgotten now
+        os.sched_setaffinity(0, {{0}})
+        fd = os.open({last!r}, os.O_RDONLY)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.pread(fd, 100, 0)
+        os.close(fd)
+        """
+    trace, proc = traced("--names-kept", "100", *python_cmd(code))
+    assert "file names not used lately were forgotten" in proc.stderr
+    assert not [r for r in trace.records if r[1].startswith("//unknown")]
+    assert sum(1 for r in trace.records if r[1] == last) == 2

@@ -21,6 +21,7 @@
 #include <bpf/bpf_core_read.h>
 #include "core_fixes.bpf.h"
 #include "page_access.bpf.h"	/* page_shift, use_bpf_loop */
+#include "traced_tasks.bpf.h"	/* struct read_context */
 
 #define S_IFMT		00170000
 #define S_IFREG		0100000
@@ -30,13 +31,6 @@
  * (a cloned bio whose iterator starts late) is counted as lost.
  */
 #define MAX_BVECS		256
-
-/* Per-thread memory of the last readahead/fault trigger, for "cause". */
-struct read_context {
-	__u64 inode;
-	__u32 cause;
-	__u32 armed;
-};
 
 /* A run of consecutive pages of one file, or of one device, inside one bio. */
 struct page_run {
@@ -242,6 +236,54 @@ static __always_inline void walk_bio(struct bio_walk *walk)
 	for (__u32 i = 0; i < MAX_BVECS; i++)
 		if (walk_one_bvec(i, walk))
 			break;
+}
+
+/*
+ * tp_btf only: a bio of one vector that starts a folio (a single-page read,
+ * as most faults and small reads are), read with plain loads through the
+ * kernel's types where the generic walk pays a helper call per field. On
+ * success the bio is one run of @walk and @id is its file; false, with
+ * nothing done, for anything else (metadata, tail pages, several vectors):
+ * the generic walk takes those.
+ */
+static __always_inline bool one_file_vector(struct bio *bio, struct bio_walk *walk,
+					    struct file_id *id)
+{
+	struct bio_vec *vec = bio->bi_io_vec;
+	struct address_space *mapping;
+	struct page_words w;
+	struct folio *folio;
+	struct inode *inode;
+	__u64 first, last;
+
+	if (walk->idx || walk->skip || !vec || vec->bv_len != walk->size || !vec->bv_page)
+		return false;
+	/*
+	 * The page's words with one helper call: the verifier will not let a
+	 * program test the bits of a word it types as a pointer (compound_head,
+	 * mapping). Past these checks, the same fields are followed as pointers.
+	 */
+	read_page_words(vec->bv_page, &w);
+	if ((w.compound_head & 1) || words_are_slab(&w) || !w.mapping ||
+	    (w.mapping & MAPPING_FLAG_BITS) || !flags_locked_not_uptodate(w.flags))
+		return false;
+	folio = (struct folio *)vec->bv_page;
+	mapping = folio->mapping;
+	inode = mapping ? mapping->host : NULL;
+	if (!inode || (inode->i_mode & S_IFMT) != S_IFREG)
+		return false;
+	id->dev = inode->i_sb->s_dev;
+	id->generation = inode->i_generation;
+	id->ino = inode->i_ino;
+	first = w.index + (vec->bv_offset >> page_shift);
+	last = w.index + ((vec->bv_offset + vec->bv_len - 1) >> page_shift);
+	/* The run keeps the inode as a number, which a typed pointer cannot become. */
+	if (bpf_core_read(&walk->run.inode, sizeof(walk->run.inode), &mapping->host))
+		return false;
+	walk->run.first = first;
+	walk->run.nr_pages = last - first + 1;
+	walk->left = 0;
+	return true;
 }
 
 /* Start a walk over @bio if it is a read with data; false otherwise. */

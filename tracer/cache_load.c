@@ -148,18 +148,6 @@ void cache_unload(struct cache_bpf *skel)
 	cache_bpf__destroy(skel);
 }
 
-int cache_trace_task(struct cache_bpf *skel, int tid)
-{
-	__u32 key = (__u32)tid;
-	__u8 one = 1;
-
-	if (bpf_map__update_elem(skel->maps.traced_tids, &key, sizeof(key), &one, sizeof(one), BPF_ANY)) {
-		errmsg("tracing a task", "%d: %s", tid, errmsg_strerror(errno));
-		return -1;
-	}
-	return 0;
-}
-
 int cache_read_totals(struct cache_bpf *skel, __u64 totals[NR_CACHE_COUNTERS])
 {
 	int ncpus = libbpf_num_possible_cpus();

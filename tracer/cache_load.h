@@ -20,9 +20,6 @@ struct cache_load_options {
 struct cache_bpf *cache_load(const struct cache_load_options *options);
 void cache_unload(struct cache_bpf *skel);
 
-/* Trace thread @tid (and, through fork, its descendants). */
-int cache_trace_task(struct cache_bpf *skel, int tid);
-
 /* The per-CPU totals, summed. */
 int cache_read_totals(struct cache_bpf *skel, __u64 totals[NR_CACHE_COUNTERS]);
 /* Events lost, from the totals; and a line saying which, on stderr. */

@@ -403,17 +403,12 @@ static int check_command(const char *command)
 	return 0;
 }
 
-static int mark_task(void *skel, pid_t child)
-{
-	return cache_trace_task(skel, child);
-}
-
 static int run_command(struct cache_bpf *skel, struct ring_buffer *rb)
 {
 	struct command_spec spec = { .shell_command = opts.command, .stdout_to_stderr = true };
 	__u64 totals[NR_CACHE_COUNTERS];
 	int status = 0, exit_code;
-	pid_t child = start_gated_command(&spec, mark_task, skel);
+	pid_t child = start_gated_command(&spec, mark_thread_traced, skel->maps.traced_tids);
 
 	if (child < 0)
 		return 1;
@@ -467,7 +462,7 @@ int main(int argc, char **argv)
 	}
 	sigaction(SIGINT, &action, NULL);
 	sigaction(SIGTERM, &action, NULL);
-	if (opts.pid && adopt_threads(opts.pid, mark_task, skel))
+	if (opts.pid && adopt_threads(opts.pid, mark_thread_traced, skel->maps.traced_tids))
 		goto cleanup;
 	exit_code = opts.command ? run_command(skel, rb) : run_top(skel, rb);
 cleanup:

@@ -2,8 +2,9 @@
 /*
  * command: the processes a tool observes. Start the command (trace -c/--,
  * cachetop -c), stopped until the tool has marked it traced, as the right
- * user; adopt a running process's threads (-p); turn a wait status into an
- * exit code. Used by trace and cachetop.
+ * user; adopt a running process's threads (-p); mark a thread traced for
+ * the kernel side; turn a wait status into an exit code. Used by trace and
+ * cachetop.
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -18,6 +19,7 @@
 #include <unistd.h>
 #include <sys/types.h>
 #include <sys/wait.h>
+#include <bpf/libbpf.h>
 #include "command.h"
 #include "errmsg.h"
 
@@ -135,4 +137,19 @@ int adopt_threads(pid_t pid, int (*mark)(void *ctx, pid_t tid), void *ctx)
 			n++;
 	closedir(dir);
 	return n ? 0 : (errmsg("-p", "%d: no such process", (int)pid), -1);
+}
+
+int mark_thread_traced(void *traced_tids, pid_t tid)
+{
+	struct bpf_map *map = traced_tids;
+	__u32 key = (__u32)tid;
+	/* The value is the thread's read context (traced_tasks.bpf.h): zeroes to start. */
+	char zeroes[64] = {};
+	size_t value_size = bpf_map__value_size(map);
+
+	if (value_size > sizeof(zeroes) ||
+	    bpf_map__update_elem(map, &key, sizeof(key), zeroes, value_size, BPF_ANY))
+		return errmsg("tracing a task", "%d: %s", tid,
+			      errmsg_strerror(value_size > sizeof(zeroes) ? E2BIG : errno)), -1;
+	return 0;
 }

@@ -18,6 +18,11 @@ pid_t start_gated_command(const struct command_spec *spec,
 			  int (*mark)(void *ctx, pid_t child), void *ctx);
 /* -p: call @mark(@ctx, tid) for every thread of @pid; -1 (said) if there is none. */
 int adopt_threads(pid_t pid, int (*mark)(void *ctx, pid_t tid), void *ctx);
+/*
+ * A mark callback for both: put thread @tid in @traced_tids (a struct
+ * bpf_map *, the kernel side's traced_tids), with a zeroed value.
+ */
+int mark_thread_traced(void *traced_tids, pid_t tid);
 /* The exit status a tool passes on: N, or 128+N when killed by signal N. */
 int exit_code_of(int status);
 

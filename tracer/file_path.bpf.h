@@ -23,6 +23,31 @@ struct {
 	__type(value, __u8);
 } named_files SEC(".maps");
 
+/*
+ * The file this CPU last found named, so that a run of records for one file
+ * (a fault storm, a long read) costs no named_files lookup. User space bumps
+ * names_epoch whenever it deletes names from named_files, which voids these.
+ */
+struct last_named {
+	struct file_id id;
+	__u64 epoch;
+	__u64 valid;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct last_named);
+} last_named_file SEC(".maps");
+
+volatile __u64 names_epoch = 0;
+
+static __always_inline bool same_file_id(const struct file_id *a, const struct file_id *b)
+{
+	return a->dev == b->dev && a->generation == b->generation && a->ino == b->ino;
+}
+
 /* The dentry an inode is known by: the first of its aliases. */
 static __always_inline struct dentry *inode_dentry(struct inode *inode)
 {
@@ -36,7 +61,8 @@ static __always_inline struct dentry *inode_dentry(struct inode *inode)
 /*
  * Send the name of a file, leaf first, up to its filesystem's root; user
  * space maps the filesystem to its mount point. A global function, so the
- * verifier checks this walk once instead of at every call site.
+ * verifier checks this walk once instead of at every call site. Returns 1
+ * when user space has the name (sent now or before), 0 when it was lost.
  */
 __noinline int emit_file_path(__u64 inode_addr, __u64 dev_generation, __u64 ino)
 {
@@ -53,7 +79,7 @@ __noinline int emit_file_path(__u64 inode_addr, __u64 dev_generation, __u64 ino)
 	/* Look first: an LRU map's update takes a free node even when the key is there. */
 	if (bpf_map_lookup_elem(&named_files, &id) ||
 	    bpf_map_update_elem(&named_files, &id, &one, BPF_NOEXIST))
-		return 0;	/* sent before */
+		return 1;	/* sent before */
 
 	event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
 	if (!event) {
@@ -84,7 +110,7 @@ __noinline int emit_file_path(__u64 inode_addr, __u64 dev_generation, __u64 ino)
 		event->flags |= PATH_TOO_DEEP;
 	event->depth = depth;
 	bpf_ringbuf_submit(event, wakeup_flags());
-	return 0;
+	return 1;
 }
 
 /*
@@ -94,7 +120,19 @@ __noinline int emit_file_path(__u64 inode_addr, __u64 dev_generation, __u64 ino)
  */
 static __always_inline void send_file_name(struct inode *inode, const struct file_id *id)
 {
-	emit_file_path((__u64)inode, ((__u64)id->dev << 32) | id->generation, id->ino);
+	__u32 zero = 0;
+	struct last_named *last = bpf_map_lookup_elem(&last_named_file, &zero);
+	__u64 epoch = names_epoch;
+
+	if (last && last->valid && last->epoch == epoch && same_file_id(&last->id, id))
+		return;
+	if (!emit_file_path((__u64)inode, ((__u64)id->dev << 32) | id->generation, id->ino))
+		return;
+	if (last) {
+		last->id = *id;
+		last->epoch = epoch;
+		last->valid = 1;
+	}
 }
 
 #endif /* PAGETRACE_FILE_PATH_BPF_H */

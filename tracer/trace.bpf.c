@@ -40,13 +40,6 @@ const volatile bool want_used = false;
 const volatile __u64 wakeup_bytes = 1 << 20;
 
 struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u32);		/* tid */
-	__type(value, struct read_context);
-} read_contexts SEC(".maps");
-
-struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 16 << 20);	/* user space may resize */
 } events SEC(".maps");
@@ -116,22 +109,30 @@ static __always_inline struct pages_event *reserve_pages(__u64 first, __u64 nr_p
 	return event;
 }
 
+/* A record of pages [first, first + nr_pages) of @inode, whose id is @id. */
+static __always_inline void emit_file_run(struct inode *inode, const struct file_id *id,
+					  __u64 first, __u64 nr_pages, __u64 ts_ns, __u32 cause)
+{
+	struct pages_event *event;
+
+	send_file_name(inode, id);
+	event = reserve_pages(first, nr_pages, ts_ns, cause);
+	if (!event)
+		return;
+	event->file = *id;
+	bpf_ringbuf_submit(event, wakeup_flags());
+}
+
 __noinline int emit_page_run(__u64 inode_addr, __u64 first, __u64 nr_pages,
 			     __u64 ts_ns, __u32 cause)
 {
 	struct inode *inode = (struct inode *)inode_addr;
-	struct pages_event *event;
 	struct file_id id;
 
 	if (!inode || !nr_pages)
 		return 0;
 	file_id_of(inode, &id);
-	send_file_name(inode, &id);
-	event = reserve_pages(first, nr_pages, ts_ns, cause);
-	if (!event)
-		return 0;
-	event->file = id;
-	bpf_ringbuf_submit(event, wakeup_flags());
+	emit_file_run(inode, &id, first, nr_pages, ts_ns, cause);
 	return 0;
 }
 
@@ -227,17 +228,20 @@ static __always_inline void on_read_run(struct bio_walk *walk)
 static __always_inline int handle_bio_queue(struct bio *bio, bool trusted)
 {
 	struct bio_walk walk = {};
-	struct read_context *ctx;
-	__u32 tid;
+	struct read_context *ctx = traced_thread();
+	struct file_id id;
 
-	if (!current_is_traced() ||
+	if ((!trace_all && !ctx) ||
 	    !(trusted ? start_trusted_bio_walk(bio, &walk) : start_bio_walk(bio, &walk)))
 		return 0;
 	walk.ts_ns = bpf_ktime_get_ns();
-	tid = current_tid();
-	ctx = bpf_map_lookup_elem(&read_contexts, &tid);
 	if (ctx)
 		walk.hint = *ctx;
+	if (trusted && one_file_vector(bio, &walk, &id)) {
+		emit_file_run((struct inode *)walk.run.inode, &id, walk.run.first,
+			      walk.run.nr_pages, walk.ts_ns, cause_for(&walk.hint, walk.run.inode));
+		return 0;
+	}
 	walk_bio(&walk);
 	on_read_run(&walk);	/* the last run */
 	if (walk.left)
@@ -257,7 +261,6 @@ static __always_inline int handle_exit(struct task_struct *task)
 	__u32 tid = BPF_CORE_READ(task, pid);
 
 	forget_task(tid);
-	bpf_map_delete_elem(&read_contexts, &tid);
 	if (want_used)
 		page_access_exit(tid);
 	return 0;
@@ -276,77 +279,60 @@ static __always_inline bool armed_for(const struct read_context *ctx, struct ino
 	return ctx && ctx->armed && ctx->inode == (__u64)inode;
 }
 
-/* Arm @tid's context for @inode; readahead done by a fault stays a fault. */
-static __always_inline void arm_read_context(__u32 tid, struct read_context *ctx,
-					     struct inode *inode, __u32 cause)
+/* Arm @ctx for @inode; readahead done by a fault stays a fault. */
+static __always_inline void arm_read_context(struct read_context *ctx, struct inode *inode,
+					     __u32 cause)
 {
-	struct read_context fresh = { .inode = (__u64)inode, .cause = cause, .armed = 1 };
-
-	if (armed_for(ctx, inode) && ctx->cause == CAUSE_FAULT)
+	if (!ctx || (armed_for(ctx, inode) && ctx->cause == CAUSE_FAULT))
 		return;
-	bpf_map_update_elem(&read_contexts, &tid, &fresh, BPF_ANY);
-}
-
-/* The current thread's id and read context (may be NULL); false if untraced. */
-static __always_inline bool traced_thread(__u32 *tid, struct read_context **ctx)
-{
-	if (!current_is_traced())
-		return false;
-	*tid = current_tid();
-	*ctx = bpf_map_lookup_elem(&read_contexts, tid);
-	return true;
+	ctx->inode = (__u64)inode;
+	ctx->cause = cause;
+	ctx->armed = 1;
 }
 
 static __always_inline int note_ra_trigger(struct inode *inode, __u32 cause)
 {
-	struct read_context *ctx;
-	__u32 tid;
-
-	if (traced_thread(&tid, &ctx))
-		arm_read_context(tid, ctx, inode, cause);
+	arm_read_context(traced_thread(), inode, cause);
 	return 0;
 }
 
 static __always_inline int note_ra_window(struct inode *inode)
 {
-	struct read_context *ctx;
-	__u32 tid;
+	struct read_context *ctx = traced_thread();
 
-	if (traced_thread(&tid, &ctx) && !armed_for(ctx, inode))
-		arm_read_context(tid, ctx, inode, CAUSE_FORCED_RA);
-	return 0;
-}
-
-static __always_inline int note_read_batch_done(struct address_space *mapping)
-{
-	struct read_context *ctx;
-	__u32 tid;
-
-	if (traced_thread(&tid, &ctx) && ctx &&
-	    ctx->inode == (__u64)BPF_CORE_READ(mapping, host))
-		ctx->armed = 0;
+	if (!armed_for(ctx, inode))
+		arm_read_context(ctx, inode, CAUSE_FORCED_RA);
 	return 0;
 }
 
 /* The read family and faults: cause bookkeeping, and --used accesses. */
 static __always_inline int handle_get_pages(struct address_space *mapping, __u64 index, __u64 last)
 {
-	note_read_batch_done(mapping);
-	if (want_used && current_is_traced())
+	struct read_context *ctx = traced_thread();
+
+	if (!trace_all && !ctx)
+		return 0;
+	/* filemap_get_pages() ended a batch of a read call: disarm. */
+	if (ctx && ctx->inode == (__u64)BPF_CORE_READ(mapping, host))
+		ctx->armed = 0;
+	if (want_used)
 		page_access_read_call(mapping, index, last);
 	return 0;
 }
 
 static __always_inline int handle_fault(struct address_space *mapping, __u64 index)
 {
-	note_ra_trigger(BPF_CORE_READ(mapping, host), CAUSE_FAULT);
-	if (want_used && current_is_traced())
+	struct read_context *ctx = traced_thread();
+
+	if (!trace_all && !ctx)
+		return 0;
+	arm_read_context(ctx, BPF_CORE_READ(mapping, host), CAUSE_FAULT);
+	if (want_used)
 		page_access_fault(mapping, index);
 	return 0;
 }
 
 
-/* By hand: tp_btf's bio is a trusted pointer, read without probe reads. */
 SEC("tp_btf/block_bio_queue")
 int BPF_PROG(btf_bio_queue, struct bio *bio) { return handle_bio_queue(bio, true); }
 SEC("raw_tp/block_bio_queue")

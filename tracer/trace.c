@@ -44,22 +44,6 @@ static void on_signal(int sig)
 	stop_requested = 1;
 }
 
-static int mark_traced(struct trace_bpf *skel, pid_t tid)
-{
-	__u32 key = (__u32)tid;
-	__u8 one = 1;
-
-	if (bpf_map__update_elem(skel->maps.traced_tids, &key, sizeof(key), &one, sizeof(one), BPF_ANY))
-		return errmsg("tracing task", "%d: %s", tid, errmsg_strerror(errno)), -1;
-	return 0;
-}
-
-/* Mark a task traced: command.c's callback (a command before it runs, -p's threads). */
-static int mark_task(void *skel, pid_t child)
-{
-	return mark_traced(skel, child);
-}
-
 static pid_t start_command(struct trace_bpf *skel)
 {
 	struct command_spec spec = {
@@ -70,7 +54,7 @@ static pid_t start_command(struct trace_bpf *skel)
 		.stdout_to_stderr = !opts.output,
 	};
 
-	return start_gated_command(&spec, mark_task, skel);
+	return start_gated_command(&spec, mark_thread_traced, skel->maps.traced_tids);
 }
 
 /*
@@ -139,6 +123,8 @@ static void forget_name(const struct file_id *id, void *ctx)
 {
 	struct name_cache *cache = ctx;
 
+	/* Void every CPU's memory of the name it sent last (file_path.bpf.h) first. */
+	cache->skel->bss->names_epoch++;
 	bpf_map__delete_elem(cache->skel->maps.named_files, id, sizeof(*id), 0);
 }
 
@@ -237,7 +223,7 @@ int main(int argc, char **argv)
 	measure_clock_offset();
 	write_header(run.out);
 
-	if (opts.pid && adopt_threads(opts.pid, mark_task, skel))
+	if (opts.pid && adopt_threads(opts.pid, mark_thread_traced, skel->maps.traced_tids))
 		goto cleanup;
 	adopted = opts.pid ? opts.pid : -1;
 	if ((opts.command || opts.argv) && (child = start_command(skel)) < 0)

@@ -3,8 +3,13 @@
  * Which threads are traced: every thread (trace_all), or those in
  * traced_tids, which user space seeds (a command it starts, a process it
  * adopts) and sched_process_fork/exit keep up to date. Shared by trace and
- * cachetop. The includer defines on_task_lost() (traced_tids full) before
- * including this header.
+ * cachetop. The includer defines on_task_lost() (traced_tids full).
+ *
+ * A traced thread also gets task-local storage (thread_states) at its first
+ * event, where trace keeps its read context (why its next read happens).
+ * From then on the hot paths (a fault, a bio) find both "is it traced?" and
+ * "what was it doing?" without hashing: thread_states holds entries only for
+ * traced threads, and they go with their thread.
  */
 #ifndef PAGETRACE_TRACED_TASKS_BPF_H
 #define PAGETRACE_TRACED_TASKS_BPF_H
@@ -12,6 +17,13 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
+
+/* Per-thread memory of the last readahead/fault trigger, for "cause". */
+struct read_context {
+	__u64 inode;
+	__u32 cause;
+	__u32 armed;
+};
 
 const volatile bool trace_all = false;
 const volatile bool follow_children = true;
@@ -23,19 +35,43 @@ struct {
 	__type(value, __u8);
 } traced_tids SEC(".maps");
 
+struct {
+	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
+	__uint(map_flags, BPF_F_NO_PREALLOC);
+	__type(key, int);
+	__type(value, struct read_context);
+} thread_states SEC(".maps");
+
+/* Defined by the includer. */
+static __always_inline void on_task_lost(void);
+
 static __always_inline __u32 current_tid(void)
 {
 	return (__u32)bpf_get_current_pid_tgid();
 }
 
-static __always_inline bool current_is_traced(void)
+/*
+ * The current thread's state if it is traced, else NULL. With trace_all,
+ * NULL can also mean that its storage could not be made: callers test
+ * trace_all || state.
+ */
+static __always_inline struct read_context *traced_thread(void)
 {
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct read_context *state = bpf_task_storage_get(&thread_states, task, NULL, 0);
 	__u32 tid;
 
-	if (trace_all)
-		return true;
+	if (state)
+		return state;
 	tid = current_tid();
-	return bpf_map_lookup_elem(&traced_tids, &tid) != NULL;
+	if (!trace_all && !bpf_map_lookup_elem(&traced_tids, &tid))
+		return NULL;
+	return bpf_task_storage_get(&thread_states, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+}
+
+static __always_inline bool current_is_traced(void)
+{
+	return traced_thread() != NULL || trace_all;
 }
 
 /* sched_process_fork: a traced thread's child is traced. */
@@ -55,7 +91,7 @@ static __always_inline void follow_fork(struct task_struct *parent, struct task_
 		on_task_lost();
 }
 
-/* sched_process_exit */
+/* sched_process_exit (thread_states goes with the task) */
 static __always_inline void forget_task(__u32 tid)
 {
 	bpf_map_delete_elem(&traced_tids, &tid);
