@@ -127,6 +127,112 @@ def test_convert_agrees_on_a_mixed_trace(version, block_bytes, tmp_path):
     _assert_same_as_core(path, out, block_bytes)
 
 
+def _well_formed_trace(path, n, version, seed, bad=(), truncated=False):
+    """n records that arrow's typed path takes: escaped names (one also
+    written plainly: \\101 is A), a device's metadata pages, in version 2
+    every kind and an escaped extra column; `bad` maps a record's index to
+    the line written instead; `truncated` cuts the last record short."""
+    rng = random.Random(seed)
+    names = ["/usr/lib/libc.so.6", "/data/my\\040file", "/x/\\101b",
+             "/x/Ab", "/opt/\\377bin", "/dev/vda", "//deleted/tmp/x"]
+    lines = [f"# pagetrace-format: {version}", "# page-size: 4096"]
+    if version == 2:
+        lines += ["# columns: timestamp_us path offset kind comm",
+                  "# records: read access map"]
+    for i in range(n):
+        line = f"{1_000_000 + i // 3} {rng.choice(names)} " \
+               f"{4096 * rng.randrange(500)}"
+        if version == 2:
+            line += f" {rng.choice(['read', 'read', 'access', 'map'])}" \
+                    f" app\\040{i % 3}"
+        lines.append(bad.get(i, line) if bad else line)
+    text = "\n".join(lines) + "\n"
+    if truncated:
+        text = text[:-8]
+    path.write_text(text)
+    return str(path)
+
+
+@pytest.fixture
+def typed_blocks(monkeypatch):
+    """The number of blocks the typed path took."""
+    taken = [0]
+    typed = dataset._Converter._typed
+
+    def counted(self, block, first_line):
+        result = typed(self, block, first_line)
+        taken[0] += result is not None
+        return result
+    monkeypatch.setattr(dataset._Converter, "_typed", counted)
+    return taken
+
+
+@pytest.mark.parametrize("version", [1, 2])
+@pytest.mark.parametrize("case", ["clean", "bad lines", "truncated"])
+def test_typed_path_agrees_with_core_reader(version, case, tmp_path, capsys,
+                                            typed_blocks, summary_from):
+    """Blocks of well-formed records go through arrow's typed parser; what
+    it refuses in a block (a hexadecimal time or offset, which arrow would
+    take, an offset off the page size, a bad escape, an empty field, an
+    undeclared kind) is flagged by the reference checker with its line and
+    reason, and a block that does not parse as columns (a comment, a
+    short line) goes to the other paths: records, malformed lines and
+    summary as the core reader and the in-memory analysis say."""
+    bad = {}
+    if case == "bad lines":
+        bad = {100: "0x10 /a 0", 700: "5 /a 0x1000", 1300: "5 /a 4097",
+               1900: "5 /a\\9 0", 2500: "5  0", 3100: "# a comment",
+               3700: "5 /a", 4300: "5 //unknown/8:1/12 0"}
+        if version == 2:
+            bad.update({4900: "5 /a 0 bogus x", 5500: "5 /a 0 read x\\",
+                        6100: "5 /a 0 r\\145ad x"})
+    path = _well_formed_trace(tmp_path / "t.log", 8000, version, seed=1,
+                              bad=bad, truncated=case == "truncated")
+    out = tmp_path / "out"
+    out.mkdir()
+    _assert_same_as_core(path, out, 4096)
+    assert typed_blocks[0] > 10
+    memory, memory_err = _summary(["--engine", "memory", "--json", path],
+                                  capsys)
+    assert _summary(["--engine", "duckdb", "--json", path], capsys) == \
+        (memory, memory_err)
+
+
+def test_summary_pass_gives_up_or_is_not_for_this_file(tmp_path, capsys,
+                                                       monkeypatch):
+    """The conversion's summary is used only for the file it was written
+    for: a part file rewritten by another tool (rows dropped), or a
+    _summary.json that is not JSON, leave the summary to DuckDB, which
+    reads the file as it is; past PAGE_MAP_BYTES the pass gives up and
+    writes none."""
+    path = _well_formed_trace(tmp_path / "t.log", 5000, 2, seed=2)
+    ds = tmp_path / "ds"
+    assert cli.main(["convert", "-q", "-o", str(ds), path]) == 0
+    run = ds / "run=t"
+    assert (run / dataset.SUMMARY_NAME).exists()
+    full, _ = _summary(["--json", str(run)], capsys)
+    part = run / "part-0.parquet"
+    table = pq.read_table(part)
+    pq.write_table(table.slice(0, 4000), part)
+    text = tmp_path / "first4000.log"
+    text.write_text("".join(line for line in open(path).readlines()[:4004]))
+    expected = json.loads(_summary(["--engine", "memory", "--json",
+                                    str(text)], capsys)[0])
+    got = json.loads(_summary(["--json", str(run)], capsys)[0])
+    assert got["totals"] != json.loads(full)["totals"]
+    for key in ("trace", "malformed_lines", "trailer"):
+        got.pop(key), expected.pop(key)
+    assert got == expected
+    (run / dataset.SUMMARY_NAME).write_text("{not json")
+    assert json.loads(_summary(["--json", str(run)], capsys)[0])["totals"] \
+        == got["totals"]
+    monkeypatch.setattr(dataset, "PAGE_MAP_BYTES", 1 << 10)
+    assert cli.main(["convert", "-q", "-o", str(tmp_path / "ds2"), path]) == 0
+    assert not (tmp_path / "ds2" / "run=t" / dataset.SUMMARY_NAME).exists()
+    assert _summary(["--json", str(tmp_path / "ds2" / "run=t")], capsys)[0] \
+        .replace("ds2", "ds") == full
+
+
 def test_convert_cli_layout_and_refusal(tmp_path, capsys):
     """One partition per run; a refused trace is named, the others go on,
     and the exit status says that one failed."""
@@ -143,6 +249,22 @@ def test_convert_cli_layout_and_refusal(tmp_path, capsys):
 
 # --- summary: text and Parquet, in memory and out of core --------------------
 
+@pytest.fixture(params=["pass", "duckdb"])
+def summary_from(request, monkeypatch):
+    """Where the out-of-core summary comes from: the conversion's own pass
+    (_summary.json; DuckDB's queries fail here, so it must), or DuckDB
+    (the pass's file is ignored)."""
+    from pagetrace import outofcore
+    if request.param == "pass":
+        def refuse(*args, **kwargs):
+            raise AssertionError("summary asked DuckDB; the pass had it")
+        monkeypatch.setattr(dataset, "per_file_rows", refuse)
+        monkeypatch.setattr(outofcore, "trace_order", refuse)
+    else:
+        monkeypatch.setattr(dataset, "known_summary", lambda *args: None)
+    return request.param
+
+
 def _summary(argv, capsys):
     assert cli.main(["summary", *argv]) == 0
     captured = capsys.readouterr()
@@ -150,7 +272,8 @@ def _summary(argv, capsys):
 
 
 @pytest.mark.parametrize("path", SAMPLE_TRACES, ids=os.path.basename)
-def test_summary_same_in_memory_text_and_parquet(path, tmp_path, capsys):
+def test_summary_same_in_memory_text_and_parquet(path, tmp_path, capsys,
+                                                 summary_from):
     """summary --json and the text table: the in-memory reader, DuckDB on
     the text trace and DuckDB on its Parquet dataset say the same (Parquet
     keeps no malformed lines or trailer: those keys are null there)."""
@@ -175,7 +298,7 @@ def test_summary_same_in_memory_text_and_parquet(path, tmp_path, capsys):
         _summary(["--engine", "memory", path], capsys)[0]
 
 
-def test_summary_requests_across_batches(tmp_path):
+def test_summary_requests_across_batches(tmp_path, summary_from):
     """Requests and seeks follow trace order across Parquet batches: a run
     of adjacent pages that crosses a batch boundary is one request (split
     only at max_request_bytes), as metrics.group_requests counts it."""
@@ -183,7 +306,7 @@ def test_summary_requests_across_batches(tmp_path):
     from pagetrace.synth import write_synthetic_trace
     path = str(tmp_path / "synth.log")
     write_synthetic_trace(path, 1_500_000, n_files=40, seed=3)
-    runs = dataset.Runs([path], str(tmp_path), print)
+    runs = dataset.Runs([path], str(tmp_path), print, summarise=True)
     con = dataset.connect(str(tmp_path))
     ours = dataset.summary(con, runs)
     frame = pandas_reader.read_trace(path)
@@ -765,12 +888,18 @@ def test_engine_failures_are_one_line(tmp_path, capsys):
     big = str(tmp_path / "big.log")
     from pagetrace.synth import write_synthetic_trace
     write_synthetic_trace(big, 200_000, seed=4)
-    code, out, err = _run_verb(["summary", "--engine", "duckdb",
-                                "--memory-limit", "1MB", "--work-dir",
-                                str(tmp_path), big], capsys)
-    assert code == 1 and out == "" and len(err.splitlines()) == 1
-    assert err.startswith("pagetrace: DuckDB ran out of memory: ")
-    assert err.endswith("; give it more with --memory-limit\n")
+    # The summary of a run without the conversion's own summary (removed
+    # here) is DuckDB's; that of a text trace comes with its conversion.
+    assert cli.main(["convert", "-q", "-o", str(tmp_path / "ds"), big]) == 0
+    os.unlink(tmp_path / "ds" / "run=big" / dataset.SUMMARY_NAME)
+    for argv in (["summary", str(tmp_path / "ds" / "run=big")],
+                 ["seeks", "--engine", "duckdb", big]):
+        code, out, err = _run_verb([argv[0], "--memory-limit", "1MB",
+                                    "--work-dir", str(tmp_path),
+                                    *argv[1:]], capsys)
+        assert code == 1 and out == "" and len(err.splitlines()) == 1
+        assert err.startswith("pagetrace: DuckDB ran out of memory: ")
+        assert err.endswith("; give it more with --memory-limit\n")
 
 
 @pytest.mark.parametrize("key", ["hash({column})", "octet_length({column})"],
@@ -779,7 +908,10 @@ def test_summary_distinct_pages_by_path_key(key, tmp_path, capsys,
                                             monkeypatch):
     """Distinct pages are grouped by the path's hash; when two paths of a
     trace share a key (forced here: paths of the same length), the query
-    runs again on the bytes, and the summary stays the in-memory one."""
+    runs again on the bytes, and the summary stays the in-memory one (the
+    conversion's own summary is ignored here, so that DuckDB computes
+    it)."""
+    monkeypatch.setattr(dataset, "known_summary", lambda *args: None)
     monkeypatch.setattr(dataset, "PATH_KEY", key)
     for path in SAMPLE_TRACES[:2] + SAMPLE_TRACES[-1:]:
         memory, _ = _summary(["--engine", "memory", "--json", path], capsys)

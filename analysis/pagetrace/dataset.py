@@ -127,22 +127,37 @@ def _open(path):
 
 
 def _blocks(stream, size=BLOCK_BYTES):
-    """Yield (bytes, first line number) blocks of whole lines."""
-    carry, line = b"", 1
+    """Yield blocks (bytes) of whole lines, each copied once from what was
+    read (line numbers are counted where the block is checked: the typed
+    path's rows are its lines)."""
+    carry = b""
     while True:
         data = stream.read(size)
         if not data:
             break
-        data = carry + data if carry else data
         cut = data.rfind(b"\n") + 1
         if cut == 0:
-            carry = data
+            carry += data
             continue
-        block, carry = data[:cut], data[cut:]
-        yield block, line
-        line += block.count(b"\n")
+        if carry or cut < len(data):
+            block = b"".join((carry, memoryview(data)[:cut]))
+            carry = data[cut:]
+        else:
+            block = data
+        yield block
     if carry:
-        yield carry, line
+        yield carry
+
+
+def _may_hold_hex(block):
+    """True when a field of the block may be written in hexadecimal
+    (`0x10`), which arrow's integer parser takes and the format does not.
+    Two quick byte searches rule it out for most blocks; a field starts a
+    line or follows a space."""
+    if b"x" not in block and b"X" not in block:
+        return False
+    return block.startswith((b"0x", b"0X")) or any(
+        marker in block for marker in (b" 0x", b" 0X", b"\n0x", b"\n0X"))
 
 
 def _needs_reference(block):
@@ -158,7 +173,7 @@ def _needs_reference(block):
 class _Converter:
     """One trace into one Parquet file."""
 
-    def __init__(self, header, out_path, run):
+    def __init__(self, header, out_path, run, summarise=True):
         pa = _pa()
         self.pa = pa
         self.header = header
@@ -169,14 +184,31 @@ class _Converter:
                   ("path", pa.binary()), ("offset", pa.uint64()),
                   ("kind", pa.string()), ("page_size", pa.uint32())]
         fields += [(name, pa.binary()) for name in self.extra_names]
-        self.schema = pa.schema(fields, metadata={
+        # The columns as the checks build them (plain), and as they are
+        # written: names, kinds and extras dictionary-encoded, as arrow's
+        # CSV reader gives them on the typed path, and the columns every
+        # record has required (no null flags to write). The file keeps no
+        # arrow schema, so every reader sees the plain types (binary,
+        # string).
+        self.schema = pa.schema(fields)
+        self.written_schema = pa.schema([
+            pa.field(f.name, pa.dictionary(pa.int32(), f.type)
+                     if f.name in self._dictionary_columns else f.type,
+                     nullable=f.name in self.extra_names)
+            for f in self.schema])
+        self.writer = pa.parquet.ParquetWriter(
+            out_path, self.written_schema, compression="snappy",
+            store_schema=False, write_statistics=False,
+            use_dictionary=list(self._dictionary_columns) + ["page_size"],
+            # Line numbers, times and offsets mostly grow by small steps:
+            # deltas make the file 7 times smaller and quicker to write.
+            column_encoding={name: "DELTA_BINARY_PACKED" for name in
+                             ("line", "timestamp_us", "offset")})
+        self.writer.add_key_value_metadata({
             b"pagetrace-format": str(header.version).encode(),
             b"page-size": str(header.page_size).encode(),
             b"source": os.fsencode(header.source)})
-        self.writer = pa.parquet.ParquetWriter(
-            out_path, self.schema, compression="snappy",
-            use_dictionary=["path", "kind"]
-            + self.extra_names)
+        self.summary = SummaryPass(header.page_size) if summarise else None
         self._pool = concurrent.futures.ThreadPoolExecutor(1)
         self._pending = None
         self.records = 0
@@ -185,6 +217,104 @@ class _Converter:
         self.malformed_lines = []  # every one, for summary --json
         self.surplus = 0         # records with more fields than declared
         self.trailer = None
+        self.next_line = header.body_line
+
+    @property
+    def _dictionary_columns(self):
+        return ["path", "kind"] + self.extra_names
+
+    # The typed path ---------------------------------------------------------
+    def _typed(self, block, first_line):
+        """(table, line numbers of the rows it leaves out) of a block whose
+        every line arrow's CSV reader parses as the declared columns with
+        unsigned integer times and offsets, or None. Names, kinds and extras
+        come dictionary-encoded, so that each distinct value is checked and
+        unescaped once; rows with a value the checks refuse go to the
+        reference checker."""
+        pa, np = self.pa, _numpy()
+        n = self.n_fields
+        v2 = self.header.version >= 2
+        if n < 3 or (v2 and n < 4) or _may_hold_hex(block):
+            return None
+        names = [f"f{i}" for i in range(n)]
+        types = {c: pa.dictionary(pa.int32(), pa.binary()) for c in names}
+        types.update(f0=pa.uint64(), f2=pa.uint64())
+        try:
+            table = pa.csv.read_csv(
+                pa.py_buffer(block),
+                # Not threaded: see _fast.
+                read_options=pa.csv.ReadOptions(column_names=names,
+                                                block_size=len(block) + 1,
+                                                use_threads=False),
+                parse_options=pa.csv.ParseOptions(
+                    delimiter=" ", quote_char=False, escape_char=False,
+                    ignore_empty_lines=False),
+                convert_options=pa.csv.ConvertOptions(
+                    column_types=types, null_values=[],
+                    strings_can_be_null=False, true_values=[],
+                    false_values=[]))
+        except (pa.ArrowInvalid, pa.ArrowException):
+            return None
+        rows = table.num_rows
+        table = table.combine_chunks()
+        offset = table["f2"].chunk(0) if rows else pa.array([], pa.uint64())
+        bad = np.zeros(rows, dtype=bool)
+        if rows:
+            bad |= (offset.to_numpy() & np.uint64(self.header.page_size - 1)
+                    ) != 0
+        path, bad_values = self._typed_values(table["f1"], unescape=True)
+        bad |= bad_values
+        if v2:
+            kind, bad_values = self._typed_values(table["f3"], kinds=True)
+            bad |= bad_values
+        else:
+            kind = pa.DictionaryArray.from_arrays(
+                pa.array(np.zeros(rows, dtype=np.int32)),
+                pa.array(["read"], pa.string()))
+        extras = []
+        for i in range(4 if v2 else 3, n):
+            column, bad_values = self._typed_values(table[f"f{i}"],
+                                                    unescape=True)
+            extras.append(column)
+            bad |= bad_values
+        line = np.arange(first_line, first_line + rows, dtype=np.uint64)
+        result = pa.table(
+            [pa.array(line), table["f0"], path, offset, kind,
+             pa.array(np.full(rows, self.header.page_size, dtype=np.uint32))]
+            + extras, schema=self.written_schema)
+        if not bad.any():
+            return result, [], rows
+        return result.filter(pa.array(~bad)), line[bad].tolist(), rows
+
+    def _typed_values(self, column, unescape=False, kinds=False):
+        """(the dictionary column with its values unescaped, or as kinds;
+        which rows hold a value the checks refuse: empty, a bad escape, a
+        kind not declared)."""
+        pa, np = self.pa, _numpy()
+        array = column.chunk(0) if column.num_chunks else \
+            pa.array([], column.type)
+        values = array.dictionary.to_pylist()
+        fixed, refused = [], []
+        for index, value in enumerate(values):
+            try:
+                value = unescape_bytes(value)
+            except EscapeError:
+                refused.append(index)
+            if not value or (kinds and value.decode("latin-1") not in
+                             self.header.kinds):
+                refused.append(index)
+            fixed.append(value)
+        if kinds:
+            fixed = pa.array([v.decode("latin-1") for v in fixed],
+                             pa.string())
+        else:
+            fixed = pa.array(fixed, pa.binary())
+        new = pa.DictionaryArray.from_arrays(array.indices, fixed)
+        if not refused:
+            return new, False
+        marks = np.zeros(len(values), dtype=bool)
+        marks[refused] = True
+        return new, marks[array.indices.to_numpy(zero_copy_only=False)]
 
     # The fast path --------------------------------------------------------
     def _fast(self, block, first_line):
@@ -247,9 +377,9 @@ class _Converter:
                                               dtype="uint32"))] + extras,
                           schema=self.schema)
         if not pc.any(any_bad).as_py():
-            return result, []
+            return result, [], rows
         bad_lines = pc.filter(line, any_bad).to_pylist()
-        return result.filter(pc.invert(any_bad)), bad_lines
+        return result.filter(pc.invert(any_bad)), bad_lines, rows
 
     def _unsigned(self, column):
         """The column as uint64 (0 where it is not a plain decimal number),
@@ -318,6 +448,15 @@ class _Converter:
         columns += [pa.array(values, pa.binary()) for values in extras]
         return pa.table(columns, schema=self.schema)
 
+    def _as_written(self, table):
+        """The table in the written schema (dictionary-encoded)."""
+        if table.schema == self.written_schema:
+            return table
+        return self.pa.table(
+            [column.cast(field.type) for column, field in
+             zip(table.columns, self.written_schema)],
+            schema=self.written_schema)
+
     def _flag(self, line_no, reason):
         self.n_malformed += 1
         self.malformed_lines.append(line_no)
@@ -325,13 +464,11 @@ class _Converter:
             self.malformed.append((line_no, reason))
 
     # One block --------------------------------------------------------------
-    def add_block(self, block, first_line, last):
-        self.add_parsed(*self.parse(block, first_line, last))
-
-    def parse(self, block, first_line, last):
+    def parse(self, block, last):
         """What can be done for a block in any order, in any thread (arrow
-        releases the GIL): (block, first_line, last, tail, the fast path's
-        result or None). Raises TraceError for a NUL byte."""
+        releases the GIL): (block, last, tail, the typed or fast path's
+        result or None), the result's line numbers counted from 1 at the
+        block's start. Raises TraceError for a NUL byte."""
         if b"\0" in block:
             raise tracefile.TraceError(self.header.source,
                                        "binary data (NUL byte), not a trace")
@@ -340,20 +477,34 @@ class _Converter:
             block, tail = _split_tail(block)
         result = None
         if block and not _needs_reference(block):
-            result = self._fast(block, first_line)
-        return block, first_line, last, tail, result
+            result = self._typed(block, 1)
+            if result is None:
+                result = self._fast(block, 1)
+        return block, last, tail, result
 
-    def add_parsed(self, block, first_line, last, tail, result):
-        """The rest, in trace order: the reference checker's lines, the
-        write."""
+    def add_parsed(self, block, last, tail, result):
+        """The rest, in trace order: line numbers, the reference checker's
+        lines, the summary, the write."""
+        first_line = self.next_line
         if result is None:
             table = self._reference(block, first_line)
+            self.next_line += block.count(b"\n")
         else:
-            table, bad_lines = result
+            table, bad_lines, lines = result
+            self.next_line += lines
+            if first_line != 1:
+                pa = self.pa
+                table = table.set_column(0, "line", pa.compute.add(
+                    table["line"], pa.scalar(first_line - 1, pa.uint64())))
+                bad_lines = [line + first_line - 1 for line in bad_lines]
             if bad_lines:
                 table = self._merge_reference(table, block, first_line,
                                               bad_lines)
+        if table.schema != self.written_schema:
+            table = self._as_written(table)
         if table.num_rows:
+            if self.summary is not None:
+                self.summary.add(table)
             self._write(table)
             self.records += table.num_rows
         if last and tail:
@@ -368,8 +519,9 @@ class _Converter:
                                    self._set_trailer)
         if not rows:
             return table
-        return self.pa.concat_tables([table, self._table(rows)]).sort_by(
-            "line")
+        return self.pa.concat_tables([
+            self._as_written(table),
+            self._as_written(self._table(rows))]).sort_by("line")
 
     def _write(self, table):
         """Write in a second thread (arrow releases the GIL), so that the
@@ -385,6 +537,212 @@ class _Converter:
             self._pending = None
         self._pool.shutdown()
         self.writer.close()
+
+
+# --- summary, in the conversion's pass ---------------------------------------
+
+# The per-file summary computed while converting is written beside the part
+# file, as `_summary.json` (Spark and Hive skip names that start with `_`).
+SUMMARY_NAME = "_summary.json"
+SUMMARY_VERSION = 1
+# Distinct pages are counted in one byte per page of each file's span of
+# page numbers (up to the highest page read); past this many bytes the
+# conversion gives the summary up and `summary` asks DuckDB, as for a
+# dataset written by another tool.
+PAGE_MAP_BYTES = 256 << 20
+# Page numbers past this give the summary up (the map could not hold them).
+MAX_PAGE_NUMBER = 1 << 40
+_U64_MAX = (1 << 64) - 1
+
+
+class SummaryPass:
+    """What `summary` computes of a run (dataset.summary: per file the
+    pages, distinct pages, first and last time and first line of the read
+    records; requests and seeks in trace order), computed from the blocks
+    the converter writes, in trace order. `valid` turns False, and the
+    memory goes, when the distinct pages outgrow PAGE_MAP_BYTES."""
+
+    def __init__(self, page_size, max_request_bytes=1 << 20):
+        np = _numpy()
+        from .outofcore import RequestStream
+        self.page_size = page_size
+        self.max_request_bytes = max_request_bytes
+        self.shift = page_size.bit_length() - 1
+        self.ids = {}                  # path bytes -> number
+        self.paths = []
+        self.pages = np.zeros(0, dtype=np.int64)
+        self.first_us = np.zeros(0, dtype=np.uint64)
+        self.last_us = np.zeros(0, dtype=np.uint64)
+        self.first_line = np.zeros(0, dtype=np.uint64)
+        self.base = np.zeros(0, dtype=np.int64)    # where a file's map starts
+        self.span = np.zeros(0, dtype=np.int64)    # and how many pages it has
+        self.map = np.zeros(min(1 << 16, PAGE_MAP_BYTES), dtype=np.uint8)
+        self.used = 0
+        self.stream = RequestStream(page_size, max_request_bytes)
+        self.valid = True
+
+    def add(self, table):
+        """One block's records as written (dictionary-encoded path and
+        kind), in trace order."""
+        if not self.valid:
+            return
+        pa, np = _pa(), _numpy()
+        table = table.select(["line", "timestamp_us", "path", "offset",
+                              "kind"])
+        if any(c.num_chunks != 1 for c in table.columns):
+            table = table.unify_dictionaries().combine_chunks()
+        kind = table["kind"].chunk(0)
+        if kind.dictionary.to_pylist() != ["read"]:
+            reads = [i for i, v in enumerate(kind.dictionary.to_pylist())
+                     if v == "read"]
+            table = table.filter(pa.compute.is_in(
+                kind.indices, value_set=pa.array(reads, pa.int32())))
+            if any(c.num_chunks != 1 for c in table.columns):
+                table = table.combine_chunks()
+        if not table.num_rows:
+            return
+        path = table["path"].chunk(0)
+        index = path.indices.to_numpy(zero_copy_only=False)
+        numbers = self._numbers(path.dictionary.to_pylist())
+        offset = table["offset"].chunk(0).to_numpy()
+        if offset.max() >= np.uint64(MAX_PAGE_NUMBER << self.shift):
+            return self._give_up()
+        page = (offset >> np.uint64(self.shift)).astype(np.int64)
+        # Per value of the block's dictionary (its paths, a few hundred at
+        # most in a block as a rule), then per file: two values may name
+        # the same file (`\101` and `A`), hence the ufunc.at.
+        k = len(numbers)
+        low, high = np.full(k, _U64_MAX, np.uint64), np.zeros(k, np.uint64)
+        first, top = np.full(k, _U64_MAX, np.uint64), np.full(k, -1, np.int64)
+        ts = table["timestamp_us"].chunk(0).to_numpy()
+        np.minimum.at(low, index, ts)
+        np.maximum.at(high, index, ts)
+        np.minimum.at(first, index, table["line"].chunk(0).to_numpy())
+        np.maximum.at(top, index, page)
+        seen = top >= 0
+        files = numbers[seen]
+        np.add.at(self.pages, files, np.bincount(index, minlength=k)[seen])
+        np.minimum.at(self.first_us, files, low[seen])
+        np.maximum.at(self.last_us, files, high[seen])
+        np.minimum.at(self.first_line, files, first[seen])
+        for file, highest in zip(files, top[seen]):
+            if highest >= self.span[file] and not self._grow(
+                    int(file), int(highest) + 1):
+                return self._give_up()
+        codes = numbers[index]
+        self.map[self.base[numbers][index] + page] = 1
+        self.stream.add_codes(codes, offset, int(codes[0]), int(codes[-1]))
+
+    def _numbers(self, values):
+        """The number of each path, new paths numbered as they come."""
+        np = _numpy()
+        numbers = np.empty(len(values), dtype=np.int64)
+        for index, value in enumerate(values):
+            number = self.ids.get(value)
+            if number is None:
+                number = self.ids[value] = len(self.paths)
+                self.paths.append(value)
+            numbers[index] = number
+        if len(self.paths) > len(self.pages):
+            self._more_files(len(self.paths))
+        return numbers
+
+    def _more_files(self, count):
+        np = _numpy()
+        size = max(count, 2 * len(self.pages), 64)
+        extra = size - len(self.pages)
+        self.pages = np.concatenate([self.pages, np.zeros(extra, np.int64)])
+        self.first_us = np.concatenate([self.first_us, np.full(
+            extra, np.iinfo(np.uint64).max, np.uint64)])
+        self.last_us = np.concatenate([self.last_us,
+                                       np.zeros(extra, np.uint64)])
+        self.first_line = np.concatenate([self.first_line, np.full(
+            extra, np.iinfo(np.uint64).max, np.uint64)])
+        self.base = np.concatenate([self.base, np.zeros(extra, np.int64)])
+        self.span = np.concatenate([self.span, np.zeros(extra, np.int64)])
+
+    def _grow(self, file, pages):
+        """Room for pages 0 .. pages-1 of a file: a new stretch of the map
+        (at least twice the old), its marks copied. False past
+        PAGE_MAP_BYTES."""
+        np = _numpy()
+        old, start = int(self.span[file]), int(self.base[file])
+        size = max(pages, 2 * old, 16)
+        if self.used + size > len(self.map):
+            length = max(self.used + size, 2 * len(self.map))
+            if length > PAGE_MAP_BYTES:
+                return False
+            bigger = np.zeros(length, dtype=np.uint8)
+            bigger[:self.used] = self.map[:self.used]
+            self.map = bigger
+        self.map[self.used:self.used + old] = self.map[start:start + old]
+        self.map[start:start + old] = 0
+        self.base[file], self.span[file] = self.used, size
+        self.used += size
+        return True
+
+    def _give_up(self):
+        self.valid = False
+        self.map = None
+
+    def result(self, part):
+        """The summary, for `_summary.json`: the part file's size and
+        SHA-256 (it is used only with that file), and per file (path as
+        latin-1 text of its bytes, pages, distinct pages, first and last
+        time, first line) in order of first read."""
+        import hashlib
+        np = _numpy()
+        n = len(self.paths)
+        rows = []
+        for file in range(n):
+            if not self.pages[file]:
+                continue    # named only by records of other kinds
+            start, size = int(self.base[file]), int(self.span[file])
+            rows.append([self.paths[file].decode("latin-1"),
+                         int(self.pages[file]),
+                         int(np.count_nonzero(self.map[start:start + size])),
+                         int(self.first_us[file]), int(self.last_us[file]),
+                         int(self.first_line[file])])
+        rows.sort(key=lambda row: (row[3], row[5]))
+        with open(part, "rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
+        return {"summary-version": SUMMARY_VERSION,
+                "part": os.path.basename(part),
+                "part_bytes": os.path.getsize(part), "part_sha256": digest,
+                "page_size": self.page_size, "files": rows,
+                "max_request_bytes": self.max_request_bytes,
+                "requests": self.stream.requests,
+                "seeks": self.stream.seeks}
+
+
+def write_summary(summary_pass, part):
+    """Write the pass's `_summary.json` beside the part file."""
+    import json
+    with open(os.path.join(os.path.dirname(part), SUMMARY_NAME), "w",
+              encoding="ascii") as out:
+        json.dump(summary_pass.result(part), out)
+
+
+def known_summary(part, page_size):
+    """The `_summary.json` beside a part file when it was written for
+    exactly this file (same name, size, SHA-256 and page size), else
+    None: then the summary is computed from the file itself."""
+    import hashlib
+    import json
+    try:
+        with open(os.path.join(os.path.dirname(part), SUMMARY_NAME),
+                  encoding="ascii") as f:
+            known = json.load(f)
+        if (known.get("summary-version") != SUMMARY_VERSION
+                or known.get("part") != os.path.basename(part)
+                or known.get("page_size") != page_size
+                or known.get("part_bytes") != os.path.getsize(part)):
+            return None
+        with open(part, "rb") as f:
+            digest = hashlib.file_digest(f, "sha256").hexdigest()
+    except (OSError, ValueError, AttributeError):
+        return None
+    return known if digest == known.get("part_sha256") else None
 
 
 def _split_tail(block):
@@ -437,7 +795,7 @@ class ConvertResult:
 
 
 def convert_trace(source, out_dir, run=None, strict=False,
-                  block_bytes=BLOCK_BYTES):
+                  block_bytes=BLOCK_BYTES, summarise=True):
     """Convert one text trace into DIR/run=RUN/part-0.parquet.
 
     Returns a ConvertResult. Raises tracefile.TraceError (naming the file)
@@ -458,13 +816,16 @@ def convert_trace(source, out_dir, run=None, strict=False,
             blocks = _blocks(stream, block_bytes)
             head, header = _read_head(blocks, source)
             converter = _Converter(header, os.path.join(tmp_dir, PART_NAME),
-                                   run)
+                                   run, summarise)
             _trailers(head[:header.body_start], header,
                       converter._set_trailer)
-            first = (head[header.body_start:], header.body_line)
+            first = head[header.body_start:]
             _convert_blocks(converter, _with_last(first, blocks), source,
                             strict)
         converter.close()
+        if converter.summary is not None and converter.summary.valid:
+            write_summary(converter.summary,
+                          os.path.join(tmp_dir, PART_NAME))
         shutil.rmtree(final_dir, ignore_errors=True)
         os.rename(tmp_dir, final_dir)
     except (lzma.LZMAError, EOFError) as err:
@@ -491,12 +852,12 @@ PARSE_THREADS = 2
 
 
 def _with_last(first, blocks):
-    """(block, first line, last) for `first` and then every block."""
+    """(block, last) for `first` and then every block."""
     pending = first
     for block in blocks:
-        yield pending[0], pending[1], False
+        yield pending, False
         pending = block
-    yield pending[0], pending[1], True
+    yield pending, True
 
 
 def _convert_blocks(converter, blocks, source, strict):
@@ -523,7 +884,7 @@ def _read_head(blocks, source):
     """(first bytes, header): blocks are joined until the header block is
     complete (a record line follows it, or the file ends), so that a key
     in a later block is not missed."""
-    head, _ = next(blocks, (b"", 1))
+    head = next(blocks, b"")
     while True:
         try:
             header = tracefile.read_header(head, source)
@@ -535,7 +896,7 @@ def _read_head(blocks, source):
         if more is None:
             # The whole file is header: read it again for its verdict.
             return head, tracefile.read_header(head, source)
-        head += more[0]
+        head += more
 
 
 def _discard(converter, tmp_dir):
@@ -553,7 +914,7 @@ def _raise_strict(converter, source, strict):
 
 
 def convert(sources, out_dir, runs=None, strict=False, report=None,
-            kept=True):
+            kept=True, summarise=True):
     """Convert several traces into one dataset; a trace that fails is
     reported through `report(message)` and the others go on. Returns the
     list of ConvertResults of the traces converted."""
@@ -568,7 +929,8 @@ def convert(sources, out_dir, runs=None, strict=False, report=None,
             continue
         seen.add(run)
         try:
-            result = convert_trace(source, out_dir, run, strict=strict)
+            result = convert_trace(source, out_dir, run, strict=strict,
+                                   summarise=summarise)
         except (tracefile.TraceError, DatasetError) as err:
             report(str(err))
             continue
@@ -592,7 +954,8 @@ class Runs:
     that cannot be used is reported and left out; `parts` are the others,
     `page_size` theirs."""
 
-    def __init__(self, inputs, work_dir, report, strict=False):
+    def __init__(self, inputs, work_dir, report, strict=False,
+                 summarise=False):
         self.report = report
         self.parts = []            # (run, part file, source)
         self.results = []          # ConvertResults of converted text traces
@@ -609,7 +972,8 @@ class Runs:
             taken = {run for run, _, _ in self.parts}
             names = _unique_runs(texts, taken)
             self.results = convert(texts, work_dir, runs=names,
-                                   strict=strict, report=report, kept=False)
+                                   strict=strict, report=report, kept=False,
+                                   summarise=summarise)
             for result in self.results:
                 self.parts.append((result.run, result.path, result.source))
         self.page_size = self._check_page_sizes()
@@ -788,10 +1152,16 @@ def summary(con, runs, max_request_bytes=1 << 20):
     if len(runs.parts) != 1:
         raise DatasetError("summary takes one run; "
                            f"{len(runs.parts)} given")
-    src = runs.relation_sql()
     page_size = runs.page_size
+    part = runs.parts[0][1]
+    known = known_summary(part, page_size)
+    if known is None:
+        rows = per_file_rows(con, runs.relation_sql())
+    else:
+        rows = [(path.encode("latin-1"), *numbers)
+                for path, *numbers in known["files"]]
     files = []
-    for path, pages, unique, first_us, last_us, _ in per_file_rows(con, src):
+    for path, pages, unique, first_us, last_us, _ in rows:
         files.append({"path": bytes(path).decode("utf-8", "surrogateescape"),
                       "pages": int(pages), "unique_pages": int(unique),
                       "bytes": int(pages) * page_size,
@@ -813,10 +1183,15 @@ def summary(con, runs, max_request_bytes=1 << 20):
               "duration_us": duration,
               "throughput_bytes_per_s": (pages * page_size / (duration / 1e6)
                                          if duration else None)}
-    from .outofcore import trace_order
-    stream = trace_order(runs.parts[0][1], page_size, max_request_bytes)
-    return {"totals": totals, "files": files, "requests": stream.requests,
-            "seeks": stream.seeks}
+    if known is not None and known.get("max_request_bytes") == \
+            max_request_bytes:
+        requests, seeks = known["requests"], known["seeks"]
+    else:
+        from .outofcore import trace_order
+        stream = trace_order(part, page_size, max_request_bytes)
+        requests, seeks = stream.requests, stream.seeks
+    return {"totals": totals, "files": files, "requests": requests,
+            "seeks": seeks}
 
 
 # --- command line -------------------------------------------------------------
@@ -857,7 +1232,7 @@ def cmd_summary(args):
     from .escape import escape
     from .outofcore import session
     with session(args) as (open_runs, con):
-        runs = open_runs([args.trace], strict=args.strict)
+        runs = open_runs([args.trace], strict=args.strict, summarise=True)
         result = summary(con, runs)
     converted = runs.results[0] if runs.results else None
     if args.json:

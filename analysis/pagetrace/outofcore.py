@@ -30,11 +30,12 @@ def session(args):
         con = dataset.connect(work, args.memory_limit)
         count = [0]
 
-        def open_runs(sources, strict=False):
+        def open_runs(sources, strict=False, summarise=False):
             count[0] += 1
             said = []
             runs = dataset.Runs(sources, os.path.join(work, str(count[0])),
-                                said.append, strict=strict)
+                                said.append, strict=strict,
+                                summarise=summarise)
             reason = None if runs.parts else (
                 said.pop() if said else f"{' '.join(sources)}: no usable run")
             for message in said:
@@ -281,15 +282,23 @@ class RequestStream:
     def add(self, path, offset):
         """path: an arrow array of paths (binary, or dictionary-encoded);
         offset: a numpy uint64 array of the same length."""
-        import numpy as np
         pa = dataset._pa()
-        n = len(offset)
-        if n == 0:
+        if len(offset) == 0:
             return
         if not pa.types.is_dictionary(path.type):
             path = pa.compute.dictionary_encode(path)
         codes = path.indices.to_numpy(zero_copy_only=False)
-        first_path = path.dictionary[codes[0]].as_py()
+        self.add_codes(codes, offset, path.dictionary[codes[0]].as_py(),
+                       path.dictionary[codes[-1]].as_py())
+
+    def add_codes(self, codes, offset, first_path, last_path):
+        """The same with the paths as numbers (equal numbers, same file)
+        and the first and last rows' paths as anything that compares as
+        the path does across batches."""
+        import numpy as np
+        n = len(offset)
+        if n == 0:
+            return
         same_file = np.empty(n, dtype=bool)
         same_file[0] = self.prev_path is not None and \
             first_path == self.prev_path
@@ -323,7 +332,7 @@ class RequestStream:
                                        np.full(int(switch.sum()), np.nan)]))
         self.pages += n
         self.run_length = int(position[-1]) + 1
-        self.prev_path = path.dictionary[codes[-1]].as_py()
+        self.prev_path = last_path
         self.prev_offset = int(offset[-1])
 
     def _position(self, distances):
