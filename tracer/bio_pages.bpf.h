@@ -277,8 +277,13 @@ static __always_inline bool one_file_vector(struct bio *bio, struct bio_walk *wa
 	id->ino = inode->i_ino;
 	first = w.index + (vec->bv_offset >> page_shift);
 	last = w.index + ((vec->bv_offset + vec->bv_len - 1) >> page_shift);
-	/* The run keeps the inode as a number, which a typed pointer cannot become. */
-	if (bpf_core_read(&walk->run.inode, sizeof(walk->run.inode), &mapping->host))
+	/*
+	 * The run keeps the inode as a number, which a typed pointer cannot
+	 * become: a regular file's page cache is its inode's own i_data, so the
+	 * number is the mapping's less that offset, checked against the pointer.
+	 */
+	walk->run.inode = w.mapping - bpf_core_field_offset(struct inode, i_data);
+	if ((__u64)inode != walk->run.inode)
 		return false;
 	walk->run.first = first;
 	walk->run.nr_pages = last - first + 1;
