@@ -3,7 +3,10 @@
 
 1. convert a --records-record text trace (100 million by default) to a
    Parquet dataset, then `pagetrace summary` it out of core: time, records/s
-   and peak RSS of each step;
+   and peak RSS of each step; then `pagetrace summary` of the text trace
+   itself (one command: it converts to a work directory and summarises);
+   with --baseline REV, the same two steps by REV's analysis package
+   (`git archive`), first, in the same run;
 2. `pagetrace merge --min-runs` over --runs runs (1,000 by default) of
    --run-records records (100 k) each: time and peak RSS.
 
@@ -18,11 +21,13 @@ afterwards.
 
 USAGE
   .venv/bin/python bench/bench_scale.py [--records N] [--runs N]
-      [--run-records N] [--dir DIR] [--keep]
+      [--run-records N] [--dir DIR] [--keep] [--only trace|merge]
+      [--baseline REV]
 
 EXAMPLES
   .venv/bin/python bench/bench_scale.py                   # the full run
   .venv/bin/python bench/bench_scale.py --records 10000000 --runs 100
+  .venv/bin/python bench/bench_scale.py --only trace --baseline 1fff9d0
 """
 import argparse
 import re
@@ -38,8 +43,12 @@ COPY_RECORDS = 10_000_000
 STDERR_LOG = "/tmp/pagetrace-bench-scale.stderr"
 
 
-def run_measured(argv):
-    """(seconds, peak RSS MiB, stdout) of one child process."""
+def run_measured(argv, pythonpath=None):
+    """(seconds, peak RSS MiB, stdout) of one child process; `pythonpath`
+    puts another copy of the package first."""
+    env = dict(os.environ)
+    if pythonpath:
+        env["PYTHONPATH"] = pythonpath
     start = time.perf_counter()
     read_end, write_end = os.pipe()
     pid = os.fork()
@@ -50,7 +59,7 @@ def run_measured(argv):
         # kept for a failure's message.
         os.dup2(os.open(STDERR_LOG, os.O_WRONLY | os.O_CREAT | os.O_TRUNC,
                         0o644), 2)
-        os.execv(argv[0], argv)
+        os.execve(argv[0], argv, env)
     os.close(write_end)
     chunks = []
     with os.fdopen(read_end, "rb") as pipe:
@@ -148,6 +157,9 @@ def main():
                         help="keep the generated data")
     parser.add_argument("--only", choices=("trace", "merge"),
                         help="run one of the two parts")
+    parser.add_argument("--baseline", metavar="REV",
+                        help="also convert and summarise with the analysis "
+                        "package of git revision REV, side by side")
     args = parser.parse_args()
     os.makedirs(args.dir, exist_ok=True)
     work = os.path.join(args.dir, "work")
@@ -165,34 +177,68 @@ def main():
 
 
 def bench_trace(args, work):
-    """Convert, then summarise the dataset out of core."""
+    """Convert, then summarise the dataset out of core (REV's package
+    first with --baseline); then summarise the text trace in one command."""
     trace = os.path.join(args.dir, "big.log")
     start = time.perf_counter()
     write_big_trace(trace, args.records)
     size = os.path.getsize(trace)
     print(f"wrote {args.records:,} records ({size / 2**30:.2f} GiB of "
           f"text) in {time.perf_counter() - start:.0f} s")
-    dataset = os.path.join(args.dir, "dataset")
-    seconds, rss, _ = run_measured(
-        PAGETRACE + ["convert", "-q", "-o", dataset, trace])
-    both_seconds, both_rss = seconds, rss
-    parquet = os.path.getsize(os.path.join(dataset, "run=big",
-                                           "part-0.parquet"))
-    print(f"convert: {args.records:,} records in {seconds:.1f} s: "
-          f"{args.records / seconds / 1e6:.2f} M records/s, peak RSS "
-          f"{rss:,.0f} MiB; Parquet {parquet / 2**30:.2f} GiB")
-    os.unlink(trace)
+    if args.baseline:
+        tree = baseline_tree(args.baseline, args.dir)
+        convert_and_summarise(args, work, trace, tree,
+                              f"baseline {args.baseline} ")
+    convert_and_summarise(args, work, trace, None, "")
     seconds, rss, out = run_measured(
         PAGETRACE + ["summary", "--json", "--memory-limit",
-                     args.memory_limit, "--work-dir", work,
-                     os.path.join(dataset, "run=big")])
+                     args.memory_limit, "--work-dir", work, trace])
+    check_pages(out, args.records)
+    print(f"summary of the text trace (one command): {seconds:.1f} s: "
+          f"{args.records / seconds / 1e6:.2f} M records/s, peak RSS "
+          f"{rss:,.0f} MiB")
+    os.unlink(trace)
+
+
+def baseline_tree(rev, directory):
+    """REV's analysis package, exported into DIR/baseline; its path."""
+    tree = os.path.join(directory, "baseline")
+    os.makedirs(tree, exist_ok=True)
+    top = os.path.dirname(HERE)
+    archive = subprocess.run(["git", "-C", top, "archive", rev, "analysis"],
+                             capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", tree], input=archive, check=True)
+    return os.path.join(tree, "analysis")
+
+
+def check_pages(out, records):
     pages = int(out.split('"pages": ', 1)[1].split(",", 1)[0])
-    assert pages == args.records, pages
-    print(f"summary (Parquet, out of core): {seconds:.1f} s: "
+    assert pages == records, pages
+
+
+def convert_and_summarise(args, work, trace, pythonpath, label):
+    """`pagetrace convert` then `pagetrace summary` of the Parquet run, by
+    the package at pythonpath (None: this tree's)."""
+    dataset = os.path.join(args.dir, "dataset")
+    seconds, rss, _ = run_measured(
+        PAGETRACE + ["convert", "-q", "-o", dataset, trace], pythonpath)
+    both_seconds, both_rss = seconds, rss
+    run_dir = os.path.join(dataset, "run=big")
+    parquet = sum(os.path.getsize(os.path.join(run_dir, name))
+                  for name in os.listdir(run_dir))
+    print(f"{label}convert: {args.records:,} records in {seconds:.1f} s: "
+          f"{args.records / seconds / 1e6:.2f} M records/s, peak RSS "
+          f"{rss:,.0f} MiB; Parquet {parquet / 2**30:.2f} GiB")
+    seconds, rss, out = run_measured(
+        PAGETRACE + ["summary", "--json", "--memory-limit",
+                     args.memory_limit, "--work-dir", work, run_dir],
+        pythonpath)
+    check_pages(out, args.records)
+    print(f"{label}summary (Parquet, out of core): {seconds:.1f} s: "
           f"{args.records / seconds / 1e6:.2f} M records/s, peak RSS "
           f"{rss:,.0f} MiB")
     both_seconds += seconds
-    print(f"convert + summary: {both_seconds:.1f} s: "
+    print(f"{label}convert + summary: {both_seconds:.1f} s: "
           f"{args.records / both_seconds / 1e6:.2f} M records/s, peak RSS "
           f"{max(both_rss, rss):,.0f} MiB")
     shutil.rmtree(dataset)
@@ -230,17 +276,19 @@ def ratio_rows(text):
     rows = []
     for name, pattern, goal in (
             ("convert + summary, M records/s",
-             r"convert \+ summary: .*?([\d.]+) M records/s", "≥ 5"),
+             r"^convert \+ summary: .*?([\d.]+) M records/s", "≥ 5"),
             ("convert + summary, peak RSS MiB",
-             r"convert \+ summary: .*peak RSS ([\d,]+) MiB", "≤ 1024"),
-            ("convert, M records/s", r"convert: .*?([\d.]+) M records/s",
+             r"^convert \+ summary: .*peak RSS ([\d,]+) MiB", "≤ 1024"),
+            ("convert, M records/s", r"^convert: .*?([\d.]+) M records/s",
              ""),
             ("summary (Parquet), M records/s",
-             r"summary \(Parquet.*?([\d.]+) M records/s", ""),
+             r"^summary \(Parquet.*?([\d.]+) M records/s", ""),
+            ("summary of the text trace, M records/s",
+             r"^summary of the text trace .*?([\d.]+) M records/s", ""),
             ("merge --min-runs, s", r"merge .*?: ([\d.]+) s:", ""),
             ("merge --min-runs, peak RSS MiB",
              r"merge .*peak RSS ([\d,]+) MiB", "")):
-        found = re.search(pattern, text)
+        found = re.search(pattern, text, re.MULTILINE)
         if found:
             rows.append((name, float(found[1].replace(",", "")), goal))
     return rows

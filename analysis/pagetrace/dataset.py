@@ -19,12 +19,20 @@ so that a directory of runs is one table for DuckDB (`read_parquet(
     run           string   from the directory name (partition key)
 
 Records are checked exactly as the reader contract says
-(docs/trace-format.md, "Readers"): a fast path takes the blocks made only of
-well-formed records (arrow's CSV parser and vectorised checks), and every
-line it does not accept goes, one at a time, to the reference line checker
-of the core reader, which gives the verdict and the reason. Memory holds a
-few blocks (PARSE_THREADS being parsed, one being written, BLOCK_BYTES of
-text each), whatever the size of the trace.
+(docs/trace-format.md, "Readers"), in three tiers: the typed path takes a
+block whose every line arrow's CSV parser reads as the declared columns
+with integer times and offsets (names, kinds and extras as dictionaries,
+so each distinct value is checked once); a block it cannot take goes to
+the fast path (arrow, every field as bytes, vectorised checks); and every
+line either of them does not accept goes, one at a time, to the reference
+line checker of the core reader, which gives the verdict and the reason.
+Memory holds a few blocks (PARSE_THREADS being parsed, one being written,
+BLOCK_BYTES of text each), whatever the size of the trace.
+
+The same pass computes what `pagetrace summary` says of the run
+(SummaryPass) and writes it beside the part file as `_summary.json`, tied
+to the file's size and SHA-256; `summary` uses it only for that file and
+otherwise asks DuckDB (docs/scale.md).
 """
 import collections
 import concurrent.futures
@@ -262,21 +270,23 @@ class _Converter:
         if rows:
             bad |= (offset.to_numpy() & np.uint64(self.header.page_size - 1)
                     ) != 0
-        path, bad_values = self._typed_values(table["f1"], unescape=True)
-        bad |= bad_values
+        checked = [self._typed_values(table["f1"], unescape=True)]
         if v2:
-            kind, bad_values = self._typed_values(table["f3"], kinds=True)
+            checked.append(self._typed_values(table["f3"], kinds=True))
+        checked += [self._typed_values(table[f"f{i}"], unescape=True)
+                    for i in range(4 if v2 else 3, n)]
+        if None in checked:
+            return None
+        for _, bad_values in checked:
             bad |= bad_values
+        path = checked[0][0]
+        if v2:
+            kind = checked[1][0]
         else:
             kind = pa.DictionaryArray.from_arrays(
                 pa.array(np.zeros(rows, dtype=np.int32)),
                 pa.array(["read"], pa.string()))
-        extras = []
-        for i in range(4 if v2 else 3, n):
-            column, bad_values = self._typed_values(table[f"f{i}"],
-                                                    unescape=True)
-            extras.append(column)
-            bad |= bad_values
+        extras = [column for column, _ in checked[2 if v2 else 1:]]
         line = np.arange(first_line, first_line + rows, dtype=np.uint64)
         result = pa.table(
             [pa.array(line), table["f0"], path, offset, kind,
@@ -289,13 +299,16 @@ class _Converter:
     def _typed_values(self, column, unescape=False, kinds=False):
         """(the dictionary column with its values unescaped, or as kinds;
         which rows hold a value the checks refuse: empty, a bad escape, a
-        kind not declared)."""
+        kind not declared), or None when a value holds a NUL byte or a tab
+        (the block is then for the other paths)."""
         pa, np = self.pa, _numpy()
         array = column.chunk(0) if column.num_chunks else \
             pa.array([], column.type)
         values = array.dictionary.to_pylist()
         fixed, refused = [], []
         for index, value in enumerate(values):
+            if b"\0" in value or b"\t" in value:
+                return None
             try:
                 value = unescape_bytes(value)
             except EscapeError:
@@ -469,6 +482,14 @@ class _Converter:
         releases the GIL): (block, last, tail, the typed or fast path's
         result or None), the result's line numbers counted from 1 at the
         block's start. Raises TraceError for a NUL byte."""
+        typed = block and not last and b"\r" not in block
+        if typed:
+            # Arrow ends lines at a carriage return too; the typed path
+            # checks the NUL bytes and tabs itself (in the few distinct
+            # values of the columns that are not numbers).
+            result = self._typed(block, 1)
+            if result is not None:
+                return block, last, b"", result
         if b"\0" in block:
             raise tracefile.TraceError(self.header.source,
                                        "binary data (NUL byte), not a trace")
@@ -477,7 +498,8 @@ class _Converter:
             block, tail = _split_tail(block)
         result = None
         if block and not _needs_reference(block):
-            result = self._typed(block, 1)
+            if not typed:
+                result = self._typed(block, 1)
             if result is None:
                 result = self._fast(block, 1)
         return block, last, tail, result
@@ -952,7 +974,8 @@ class Runs:
     trace (converted into `work_dir` first), a part file, or a dataset
     directory (DIR/run=RUN/*.parquet, or a run directory itself). A file
     that cannot be used is reported and left out; `parts` are the others,
-    `page_size` theirs."""
+    `page_size` theirs. With `summarise`, text traces are converted with
+    their summary pass (which only `summary` uses)."""
 
     def __init__(self, inputs, work_dir, report, strict=False,
                  summarise=False):

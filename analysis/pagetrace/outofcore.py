@@ -303,35 +303,42 @@ class RequestStream:
         same_file[0] = self.prev_path is not None and \
             first_path == self.prev_path
         same_file[1:] = codes[1:] == codes[:-1]
-        size = np.uint64(self.page_size)
         end = np.empty(n, dtype=np.uint64)
         end[0] = (self.prev_offset if self.prev_offset is not None
                   else 0) + self.page_size
-        end[1:] = offset[:-1] + size
-        new_run = ~(same_file & (offset == end))
-        run_id = np.cumsum(new_run)
-        starts = np.flatnonzero(new_run)
-        position = np.arange(n) - np.concatenate(([0], starts))[run_id]
-        position[run_id == 0] += self.run_length
-        self.requests += int((new_run | (position % self.max_pages == 0))
-                             .sum())
-        seek = new_run.copy()
+        np.add(offset[:-1], np.uint64(self.page_size), out=end[1:])
+        # A run of adjacent pages of one file starts where the page does not
+        # follow the one before; rows before the first start continue the
+        # previous batch's run, which is run_length pages long so far.
+        starts = np.flatnonzero((offset != end) | ~same_file)
+        cut = int(starts[0]) if len(starts) else n
+        pages = self.max_pages
+        # Requests: a run of L pages is split every max_pages pages
+        # (metrics.group_requests): ceil(L / max_pages) of them, and the
+        # continued run adds those that start in this batch.
+        lengths = np.diff(np.append(starts, n))
+        self.requests += int(((lengths + pages - 1) // pages).sum())
+        if cut:
+            done = self.run_length
+            self.requests += (done + cut - 1) // pages - (done - 1) // pages
+        self.run_length = n - int(starts[-1]) if len(starts) else \
+            self.run_length + n
         if self.prev_path is None:
             # The trace's first request: not a seek in metrics.file_seeks,
             # but the head's position is unknown to the HDD model.
-            seek[0] = False
+            starts = starts[1:]
             self._position(np.array([np.nan]))
-        switch = seek & ~same_file
-        jump = seek & same_file
+        same = same_file[starts]
+        jump = starts[same]
         distance = np.where(offset[jump] >= end[jump], offset[jump] -
                             end[jump], end[jump] - offset[jump])
-        self.seeks += int(seek.sum())
-        self.switches += int(switch.sum())
+        switches = len(starts) - len(jump)
+        self.seeks += len(starts)
+        self.switches += switches
         self.distance += int(distance.sum(dtype=np.uint64))
         self._position(np.concatenate([distance.astype(float),
-                                       np.full(int(switch.sum()), np.nan)]))
+                                       np.full(switches, np.nan)]))
         self.pages += n
-        self.run_length = int(position[-1]) + 1
         self.prev_path = last_path
         self.prev_offset = int(offset[-1])
 
