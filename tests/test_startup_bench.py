@@ -154,7 +154,7 @@ def read_csv(path):
 def check_run_arithmetic(row):
     elapsed = float(row["elapsed_s"])
     prefetch = float(row["prefetch_s"]) if row["prefetch_s"] else 0.0
-    if row["state"] == "concurrent":
+    if row["state"] in ("concurrent", "concurrent-merged"):
         prefetch = 0.0  # it ran beside the command, timed from the same start
     assert float(row["total_s"]) == pytest.approx(elapsed + prefetch, abs=2e-6)
 
@@ -297,6 +297,48 @@ def test_used_states_call_replay_with_the_used_trace(workload):
     assert report["comparisons"]["best_prefetch_state"] in gains
 
 
+def test_merged_states_replay_the_union_of_every_used_trace(workload):
+    """With --used-trace twice, prefetched-used and concurrent prefetch the
+    used pages of the first trace, prefetched-merged and concurrent-merged
+    the union of both (compiled once, into merged-pages.log), with --sorted
+    before the start and without it beside the start."""
+    scratch = workload.scratch("merged-calls")
+    log = os.path.join(scratch, "calls.log")
+    fake = os.path.join(scratch, "fake-replay")
+    with open(fake, "w") as f:
+        f.write(FAKE_REPLAY.format(log=log))
+    os.chmod(fake, 0o755)
+    # The second run used another page of each file that has one, and not
+    # the first one.
+    second = {n: (p - {min(p)}) | {min(workload.unused[n])} if workload.unused[n] else p
+              for n, p in workload.intended.items()}
+    other = os.path.join(scratch, "used2.log")
+    write_used_trace(other, second, f"{STARTUP_APP} {workload.data}")
+    states = "prefetched-used,concurrent,prefetched-merged,concurrent-merged"
+    out = os.path.join(scratch, "runs.csv")
+    done = bench("--trace", workload.trace, "--used-trace", workload.used_trace,
+                 "--used-trace", other, "--fill-varying", "0", "-n", "1",
+                 "--states", states, "--csv", out, "--replay", fake,
+                 command=workload.command)
+
+    assert done.returncode == 0, done.stderr
+    rows = read_csv(out)
+    assert [r["state"] for r in rows] == states.split(",")
+    for row in rows:
+        check_run_arithmetic(row)
+    with open(log) as f:
+        calls = f.read().splitlines()
+    used_list, merged_list = calls[0].split()[-1], calls[2].split()[-1]
+    assert used_list.endswith("/used-pages.log")
+    assert merged_list.endswith("/merged-pages.log")
+    assert calls == [f"--sorted --prefetch {used_list}", f"--prefetch {used_list}",
+                     f"--sorted --prefetch {merged_list}", f"--prefetch {merged_list}"]
+    union = {n: workload.intended[n] | second[n] for n in workload.intended}
+    assert pages_of(f"{log}.1") == workload.intended
+    assert pages_of(f"{log}.3") == pages_of(f"{log}.4") == union
+    assert union != workload.intended
+
+
 def test_used_pages_list(tmp_path):
     """The compiled list: read pages with an access or map record, once
     each, by the time of their first such record (an access may precede
@@ -316,11 +358,101 @@ def test_used_pages_list(tmp_path):
         "200 /tmp/a\\040b\\134040c 0 access",  # earlier time, later record
         "500 /tmp/x 12288 access",       # never read: cached already
         "600 /tmp/y 0 access"]) + "\n")
-    path, count = bench_module.used_pages(tracefile.read(str(trace)), str(tmp_path))
+    path, count = bench_module.used_pages([tracefile.read(str(trace))], str(tmp_path))
     listed = tracefile.read(path)
     assert listed.header.version == 1 and count == 3
     assert [(r.ts_us, r.path, r.offset) for r in listed.records] == [
         (50, "/tmp/x", 0), (200, odd, 0), (300, "/tmp/x", 8192)]
+
+
+MERGE_A = """\
+# pagetrace-format: 2
+# page-size: 4096
+# columns: timestamp_us path offset kind cause
+# records: read access map
+1000 /f 0 read fault
+1000 /f 8192 read fault
+1000 /f 20480 read fault
+1000 /f 36864 read fault
+1010 /f 0 access fault
+1015 /g 0 read forced_ra
+1015 /g 4096 read forced_ra
+1020 /f 8192 access fault
+1030 /f 36864 access fault
+1040 /f 20480 map fault
+1050 /dev/vda 0 read forced_ra
+"""
+MERGE_B = """\
+# pagetrace-format: 2
+# page-size: 4096
+# columns: timestamp_us path offset kind cause
+# records: read access map
+5000 /f 0 read fault
+5000 /f 8192 read fault
+5000 /f 12288 read fault
+5000 /f 36864 read fault
+5005 /f 0 access fault
+5008 /f 12288 access fault
+5050 /f 36864 access fault
+5060 /f 8192 access fault
+"""
+# A trace of the disk's own read_ahead_kb: a longer preload of /g.
+MERGE_C = """\
+# pagetrace-format: 2
+# page-size: 4096
+# columns: timestamp_us path offset kind cause
+# records: read access map
+7000 /f 0 read fault
+7001 /g 8192 read forced_ra
+7002 /f 0 access fault
+"""
+
+
+def test_merged_list_union_fill_and_preloads(tmp_path):
+    """The merged list, exactly: the union of the used pages of two runs
+    (A: pages 0 2 5 9 of /f, B: 0 2 3 9), each at its earliest first access
+    counted from its own trace's start (page 0 at B's +5 us before A's
+    +10); pages 3 and 5 vary between the runs, 2 pages apart, so
+    --fill-varying 2 adds page 4 right after page 3 and --fill-varying 1
+    does not; preloads add the forced-readahead pages of /g (A: pages 0 and
+    1 at +15 us; C, recorded with a larger read_ahead_kb: page 2 too),
+    never the metadata page. Times are written from the first trace's
+    start."""
+    sys.path.insert(0, os.path.join(REPO, "analysis"))
+    from pagetrace import bench as bench_module, tracefile
+    traces = []
+    for name, text in (("a", MERGE_A), ("b", MERGE_B), ("c", MERGE_C)):
+        (tmp_path / f"{name}.log").write_text(text)
+        traces.append(tracefile.read(str(tmp_path / f"{name}.log")))
+    a, b, c = traces
+
+    def listed(*args, **kwargs):
+        path, count = bench_module.used_pages(*args, str(tmp_path), "m.log", **kwargs)
+        records = tracefile.read(path).records
+        assert count == len(records)
+        return [(r.ts_us, r.path, r.offset // 4096) for r in records]
+
+    union = [(1005, "/f", 0), (1008, "/f", 3), (1020, "/f", 2), (1030, "/f", 9),
+             (1040, "/f", 5)]
+    assert listed([a, b]) == union
+    assert listed([a, b], fill=1) == union
+    filled = union[:2] + [(1008, "/f", 4)] + union[2:]
+    assert listed([a, b], fill=2) == filled
+    # One trace: nothing varies, nothing is filled.
+    assert listed([a], fill=100) == [(1010, "/f", 0), (1020, "/f", 2),
+                                     (1030, "/f", 9), (1040, "/f", 5)]
+    preloaded = filled[:3] + [(1015, "/g", 0), (1015, "/g", 1)]
+    assert listed([a, b], fill=2, preloads=True) == preloaded + filled[3:]
+    # C's longer preload of /g joins at the time of /g's first preload in
+    # the traces of the list (A's +15 us), not at its own +1 us.
+    assert listed([a, b], fill=2, preloads=True, preload_traces=[c]) == (
+        preloaded + [(1015, "/g", 2)] + filled[3:])
+    # preload_traces count only with preloads; a file the list's traces
+    # never preloaded keeps the other trace's own time.
+    assert listed([a, b], fill=2, preload_traces=[c]) == filled
+    assert listed([b], preloads=True, preload_traces=[c]) == [
+        (5001, "/g", 2), (5005, "/f", 0), (5008, "/f", 3), (5050, "/f", 9),
+        (5060, "/f", 2)]
 
 
 def test_prefetched_used_caches_exactly_the_used_pages(workload):
@@ -767,10 +899,12 @@ def test_bad_usage_is_refused_with_a_reason(workload, tmp_path):
          "names no file that exists here"),
         ([BENCH, "--summarize", os.path.join(REPO, "samples", "basic.log")],
          "not a startup-bench runs CSV"),
+        ([BENCH, *trace, "--fill-varying", "-1", "--", "true"],
+         "--fill-varying must be 0 or more pages"),
     ]
     # Bad usage and unreadable inputs: 2; a trace that is refused, or that
     # names no file here, makes the job fail: 1 (docs/trace-format.md).
-    statuses = [2, 2, 1, 1, 1, 2]
+    statuses = [2, 2, 1, 1, 1, 2, 2]
     for (argv, message), status in zip(cases, statuses):
         done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
         assert done.returncode == status, (argv, done.stderr)

@@ -16,8 +16,12 @@ over the session spreads over all of them:
   concurrent  selective, then `replay --prefetch USED_PAGES` (first-access
               order) and the command started together, as Android's iorap
               did; timed from when both began
-USED_PAGES is compiled once per session from a `trace --used` trace
-(used_pages).
+  prefetched-merged, concurrent-merged
+              as prefetched-used and concurrent, with MERGED_PAGES
+USED_PAGES is compiled once per session from a `trace --used` trace (the
+first --used-trace), MERGED_PAGES from every --used-trace, the pages
+between those that vary from run to run filled in (--fill-varying) and
+the program's own preloads added (--merged-preloads): used_pages.
   simulated   selective, then `replay TRACE` (O_DIRECT, original order),
               then warm the files and run: "simulated I/O + hot start",
               the 2011 check against a real (selectively) cold start
@@ -48,7 +52,8 @@ from collections import deque, namedtuple
 from . import __version__, cache, throttle, tracefile
 from .frontdoor import find_c_tool
 from .escape import display_path, escape
-from .startup_csv import (STATES, USED_STATES, Run, StartupCsvError,
+from .startup_csv import (BESIDE_STATES, MERGED_STATES, STATES, USED_STATES,
+                          Run, StartupCsvError,
                           best_prefetch_state, comparisons, header_row,
                           prefetch_gains, read_runs, run_row, summarize)
 
@@ -281,6 +286,8 @@ def refusals(states, replay, explicit_replay, used_refusal=None):
     for state, how in (("prefetched", "replay --sorted --prefetch"),
                        ("prefetched-used", "replay --sorted --prefetch --used"),
                        ("concurrent", "replay --prefetch --used"),
+                       ("prefetched-merged", "replay --sorted --prefetch --used"),
+                       ("concurrent-merged", "replay --prefetch --used"),
                        ("simulated", "replay (O_DIRECT, original order)")):
         if state not in states:
             continue
@@ -295,44 +302,139 @@ def refusals(states, replay, explicit_replay, used_refusal=None):
     return refused
 
 
-def used_trace(trace_path, used_path):
-    """(trace, None) of the trace whose access records say which pages the
-    start-up used: --used-trace, else the --trace itself; (None, why) when
-    it has none. tracefile.TraceError when --used-trace cannot be read."""
-    path = used_path or trace_path
-    trace = tracefile.read(path)
-    if any(r.kind in ("access", "map") for r in trace.records):
-        return trace, None
-    return None, (f"needs a trace with access records (the pages the start-up "
-                  f"used), and {display_path(path)} has none (format version "
-                  f"{trace.header.version}): record one with trace --used -c "
-                  "CMD and give it as --used-trace FILE (or as --trace)")
+def used_traces(trace_path, used_paths):
+    """([traces], None) of the traces whose access records say which pages
+    the start-up used: every --used-trace, else the --trace itself; (None,
+    why) when one has none. tracefile.TraceError when one cannot be read."""
+    traces = []
+    for path in used_paths or [trace_path]:
+        trace = tracefile.read(path)
+        if not any(r.kind in ("access", "map") for r in trace.records):
+            return None, (f"needs a trace with access records (the pages the "
+                          f"start-up used), and {display_path(path)} has none "
+                          f"(format version {trace.header.version}): record one "
+                          "with trace --used -c CMD and give it as --used-trace "
+                          "FILE (or as --trace)")
+        traces.append(trace)
+    return traces, None
 
 
-def used_pages(trace, directory):
-    """Compiles a trace --used trace into the list that prefetched-used and
-    concurrent prefetch: the read pages that have an access or map record
-    (what `replay --used` keeps), each once, in the order of their first
-    access, as a version 1 trace in `directory`. Done once per session,
-    before the timing, as iorap compiled its traces ahead of a launch: the
-    timed replay then reads this list, not the whole trace (on firefox-esr
-    35,554 records instead of 141,000, 80 ms less of parsing at the start).
+def used_pages(traces, directory, name="used-pages.log", fill=0,
+               preloads=False, preload_traces=()):
+    """Compiles `trace --used` traces into the list that the used states
+    prefetch: the read pages that have an access or map record (what
+    `replay --used` keeps), each once, in the order of their first access,
+    as a version 1 trace in `directory`. Done once per session, before the
+    timing, as iorap compiled its traces ahead of a launch: the timed
+    replay then reads this list, not the whole trace (on firefox-esr 35,554
+    records instead of 141,000, 80 ms less of parsing at the start).
+
+    Several traces (runs of the same start-up) give the union of their
+    used pages, each at its earliest first access counted from the start
+    of its own trace. `fill`: pages used in some of the traces and not in
+    all of them vary from run to run, and a run touches others near them
+    that no traced run did (firefox-esr: its unwind tables, .eh_frame); a
+    miss there costs the start a fault read-around of up to read_ahead_kb,
+    so the pages between two varying pages of a file at most `fill` pages
+    apart are added, right after the first of the two. `preloads`: the
+    forced-readahead reads (cause forced_ra: readahead(2), MADV_WILLNEED,
+    fadvise WILLNEED) of the traces are added too, used or not, at the time
+    of the read: the program asks for them itself, and a cold start waits
+    for them; and those of `preload_traces` (a trace recorded with another
+    read_ahead_kb, whose preloads read more), at the time of the first
+    preload of the same file in the traces, which keep the list's clock.
     Returns (path, number of pages)."""
-    read = {(r.path, r.offset) for r in trace.records if r.kind == "read"}
-    first = {}
-    for order, r in enumerate(trace.records):
-        key = (r.path, r.offset)
-        if r.kind in ("access", "map") and key in read and (
-                key not in first or r.ts_us < first[key][0]):
-            first[key] = (r.ts_us, order)
-    lines = [f"# pagetrace-format: 1\n# page-size: {trace.header.page_size}\n"
-             f"# command: used pages of {escape(trace.source)}, in first-access order\n"]
-    lines += [f"{ts} {escape(path)} {offset}\n"
-              for (path, offset), (ts, _) in sorted(first.items(), key=lambda kv: kv[1])]
-    path = os.path.join(directory, "used-pages.log")
+    first = _first_accesses(traces)
+    added = {}
+    if fill > 0 and len(traces) > 1:
+        added.update(_fill_varying(traces, first, fill))
+    if preloads:
+        own = _preloads(traces)
+        since = {}
+        for (path, _), when in own.items():
+            since[path] = min(since.get(path, when), when)
+        others = _preloads(preload_traces, number=len(traces))
+        for (path, offset), when in others.items():
+            if path in since:
+                others[(path, offset)] = since[path][:1] + when[1:]
+        for key, when in {**others, **own}.items():
+            if key not in first and key not in added:
+                added[key] = when
+    start = _trace_start(traces[0]) if traces else 0
+    listed = sorted({**first, **added}.items(), key=lambda kv: kv[1])
+    sources = ", ".join(escape(t.source) for t in traces)
+    lines = [f"# pagetrace-format: 1\n# page-size: {traces[0].header.page_size}\n"
+             f"# command: used pages of {sources}, in first-access order\n"]
+    lines += [f"{start + when[0]} {escape(path)} {offset}\n"
+              for (path, offset), when in listed]
+    path = os.path.join(directory, name)
     with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:
         f.writelines(lines)
-    return path, len(first)
+    return path, len(listed)
+
+
+def _trace_start(trace):
+    return min((r.ts_us for r in trace.records), default=0)
+
+
+def _first_accesses(traces):
+    """{(path, offset): (us since its trace's start, trace, record, 0)} of
+    the read pages with an access or map record, the earliest over the
+    traces; the last field orders the pages filled in after one."""
+    first = {}
+    for number, trace in enumerate(traces):
+        read = {(r.path, r.offset) for r in trace.records if r.kind == "read"}
+        start = _trace_start(trace)
+        for order, r in enumerate(trace.records):
+            key = (r.path, r.offset)
+            when = (r.ts_us - start, number, order, 0)
+            if r.kind in ("access", "map") and key in read and (
+                    key not in first or when < first[key]):
+                first[key] = when
+    return first
+
+
+def _fill_varying(traces, first, fill):
+    """The pages between two varying pages (in the list from some traces,
+    not from all) of a file at most `fill` pages apart, not listed yet,
+    each placed right after the lower varying page, in file order."""
+    used = [set(_first_accesses([t])) for t in traces]
+    varying = {}
+    for path, offset in set.union(*used) - set.intersection(*used):
+        varying.setdefault(path, []).append(offset)
+    page = traces[0].header.page_size
+    added = {}
+    for path, offsets in varying.items():
+        offsets.sort()
+        for low, high in zip(offsets, offsets[1:]):
+            if high - low > fill * page:
+                continue
+            for offset in range(low + page, high, page):
+                if (path, offset) not in first:
+                    added[(path, offset)] = first[(path, low)][:3] + (offset,)
+    return added
+
+
+def _preloads(traces, number=0):
+    """{(path, offset): when} of the forced-readahead reads of `traces`
+    (traces without a cause column have none), numbered from `number`."""
+    found = {}
+    for number, trace in enumerate(traces, start=number):
+        columns = trace.header.columns
+        if "cause" not in columns:
+            continue
+        # extras are the columns after timestamp, path, offset (and kind).
+        cause = columns.index("cause") - (4 if "kind" in columns else 3)
+        start = _trace_start(trace)
+        for order, r in enumerate(trace.records):
+            key = (r.path, r.offset)
+            if (r.kind == "read" and len(r.extras) > cause
+                    and r.extras[cause] == "forced_ra"
+                    and not tracefile.is_metadata(r.path)):
+                when = (r.ts_us - start, number, order, 0)
+                if key not in found or when < found[key]:
+                    found[key] = when
+    return found
 
 
 def _cold_refusal():
@@ -357,13 +459,15 @@ class CacheStates:
     """Puts the page cache in each state, with pagetrace.cache."""
 
     def __init__(self, pagecache, trace, paths, replay, trace_path,
-                 used_trace_path=None, prefetch_limit_s=60.0):
+                 used_trace_path=None, prefetch_limit_s=60.0,
+                 merged_trace_path=None):
         self.pagecache = pagecache
         self.trace = trace
         self.paths = paths
         self.replay = replay
         self.trace_path = trace_path
         self.used_trace_path = used_trace_path
+        self.merged_trace_path = merged_trace_path
         # How long a concurrent prefetch may outlive its start-up.
         self.prefetch_limit_s = prefetch_limit_s
         # --throttle: the replays (prefetch, simulated I/O) and the command
@@ -453,13 +557,15 @@ def prepare_and_run(state, caches, bench):
     else:
         caches.evict()
         cold_fraction = caches.cold_fraction()
-    if state == "concurrent":
-        return run_concurrent(caches, bench, cold_fraction)
+    merged = state in MERGED_STATES
+    listed = caches.merged_trace_path if merged else caches.used_trace_path
+    if state in BESIDE_STATES:
+        return run_concurrent(state, listed, caches, bench, cold_fraction)
     if state == "prefetched":
         prefetch_s, error = caches.run_replay("--sorted", "--prefetch")
-    elif state == "prefetched-used":
+    elif state in ("prefetched-used", "prefetched-merged"):
         prefetch_s, error = caches.run_replay("--sorted", "--prefetch",
-                                              trace=caches.used_trace_path)
+                                              trace=listed)
     elif state == "simulated":
         prefetch_s, error = caches.run_replay()
         caches.warm()  # O_DIRECT left the cache cold: the start itself is hot
@@ -472,14 +578,15 @@ def prepare_and_run(state, caches, bench):
     return (outcome.status, outcome.elapsed_s, prefetch_s, total, cold_fraction), outcome.detail
 
 
-def run_concurrent(caches, bench, cold_fraction):
-    """concurrent: the prefetch of the used pages, in first-access order,
-    and the command start together, as Android's iorap did at an app's
-    launch. The start-up is timed from when both began, so its time is
-    the total; the prefetch's own time (prefetch_s) overlaps it."""
+def run_concurrent(state, listed, caches, bench, cold_fraction):
+    """concurrent(-merged): the prefetch of the list `listed`, in
+    first-access order, and the command start together, as Android's iorap
+    did at an app's launch. The start-up is timed from when both began, so
+    its time is the total; the prefetch's own time (prefetch_s) overlaps
+    it."""
     start = time.perf_counter()
-    replay = caches.start_replay("--prefetch", trace=caches.used_trace_path)
-    outcome = bench("concurrent", start)
+    replay = caches.start_replay("--prefetch", trace=listed)
+    outcome = bench(state, start)
     # The prefetch outlived the start-up: wait (it is bounded by its trace)
     # so that it does not read into the next run's cache state.
     prefetch_s, error = caches.finish_replay(replay, start,
@@ -628,12 +735,13 @@ def load_trace(pagecache, path):
 def run_session(args, command, pagecache):
     used = used_refusal = None
     if args.states is None or any(s in USED_STATES for s in args.states):
-        used, used_refusal = used_trace(args.trace, args.used_trace)
+        used, used_refusal = used_traces(args.trace, args.used_trace)
     if args.states is None:
         # By default the used states run when a trace with access records
-        # is at hand (--used-trace given, or --trace has them).
-        args.states = [s for s in STATES if s not in USED_STATES
-                       or used or args.used_trace]
+        # is at hand (--used-trace given, or --trace has them); the merged
+        # ones only when asked for.
+        args.states = [s for s in STATES if s not in MERGED_STATES and (
+            s not in USED_STATES or used or args.used_trace)]
     states = args.states
     replay = find_replay(args.replay)
     refused = refusals(states, replay, args.replay, used_refusal)
@@ -641,21 +749,28 @@ def run_session(args, command, pagecache):
         progress(f"state {state} refused: {reason}")
     active = [s for s in states if s not in refused]
     trace, paths = load_trace(pagecache, args.trace)
-    used_list = None
+    used_list = merged_list = None
     if used and any(s in USED_STATES for s in active):
-        if args.used_trace and args.used_trace != args.trace:
-            # Every evicting state makes the same files cold: the used trace's too.
-            paths = list(dict.fromkeys(paths + load_trace(pagecache, args.used_trace)[1]))
+        for path in args.used_trace or []:
+            if path != args.trace:
+                # Every evicting state makes the same files cold: the used traces' too.
+                paths = list(dict.fromkeys(paths + load_trace(pagecache, path)[1]))
         # Removed when the session's objects go, at the latest at exit.
         args.scratch = tempfile.TemporaryDirectory(prefix="startup-bench-")
-        used_list, count = used_pages(used, args.scratch.name)
-        progress(f"{count} used pages of {display_path(used.source)}, in "
-                 f"first-access order: {used_list}")
+        if any(s not in MERGED_STATES for s in active if s in USED_STATES):
+            used_list, count = used_pages(used[:1], args.scratch.name)
+            progress(f"{count} used pages of {display_path(used[0].source)}, in "
+                     f"first-access order: {used_list}")
+        if any(s in MERGED_STATES for s in active):
+            merged_list, count = merged_pages(args, used)
+            progress(f"{count} pages in the merged list of {len(used)} used "
+                     f"trace(s), in first-access order: {merged_list}")
     # A concurrent prefetch may outlive its start-up as long as a run may
     # take (--timeout, at least 60 s): a slow device (a 150-IOPS profile)
     # can need tens of seconds for a first-access-order list.
     caches = CacheStates(pagecache, trace, paths, replay, args.trace, used_list,
-                         prefetch_limit_s=max(60.0, args.timeout))
+                         prefetch_limit_s=max(60.0, args.timeout),
+                         merged_trace_path=merged_list)
     run_as = invoking_user()
     watch = ReadinessWatch(args.ready_regex, args.ready_file)
     governor = governor_note()
@@ -664,6 +779,19 @@ def run_session(args, command, pagecache):
             start_throttle(args, session, caches, paths)
         runs = run_states(args, command, active, caches, run_as, watch, governor)
     return runs, refused, governor, run_as, replay, caches.method
+
+
+def merged_pages(args, used):
+    """The merged list: every used trace, --fill-varying, and with
+    --merged-preloads the forced readahead of those traces and of --trace
+    (recorded with the disk's own read_ahead_kb, where the used traces may
+    have been recorded with 0, which shortens what a preload reads)."""
+    others = []
+    if args.merged_preloads and args.trace not in (args.used_trace or [args.trace]):
+        others.append(tracefile.read(args.trace))
+    return used_pages(used, args.scratch.name, "merged-pages.log",
+                      fill=args.fill_varying, preloads=args.merged_preloads,
+                      preload_traces=others)
 
 
 def run_states(args, command, active, caches, run_as, watch, governor):
@@ -713,7 +841,7 @@ def report_progress(run, total_runs, detail):
     if run.elapsed_s is not None:
         parts.append(f" {run.elapsed_s:.3f} s")
     if run.prefetch_s is not None:
-        beside = " beside it" if run.state == "concurrent" else ""
+        beside = " beside it" if run.state in BESIDE_STATES else ""
         parts.append(f" (replay {run.prefetch_s:.3f} s{beside}, total {_fmt(run.total_s)} s)")
     if run.cold_fraction is not None:
         parts.append(f", {100 * run.cold_fraction:.1f}% of traced pages cold before")
@@ -740,13 +868,16 @@ examples:
   sudo trace --used -o used.log -c 'firefox-esr --headless ...'
   sudo startup-bench --trace used.log -n 10 \\
       --states selective,hot,prefetched,prefetched-used,concurrent -- firefox-esr ...
+  sudo startup-bench --trace reads.log --used-trace used1.log \\
+      --used-trace used2.log --used-trace used3.log -n 20 --merged-preloads \\
+      --states selective,hot,concurrent,concurrent-merged -- firefox-esr ...
   sudo startup-bench --trace used.log -n 10 --device-profile hdd-150 \\
       -o hdd.csv -- firefox-esr ...        # as on a 150-IOPS disk
   startup-bench --summarize runs.csv --json
 
 exit status: 0 every run ok; 1 a run failed or timed out, a state was
-refused (cold without root, prefetched/prefetched-used/concurrent/simulated
-without replay, prefetched-used/concurrent without access records), or the
+refused (cold without root, a prefetch state or simulated without replay,
+a used or merged state without access records), or the
 trace was refused (empty, binary, unknown version, bad header) or names no
 file that exists, or --throttle could not be set up (not root, no
 blk-throttle, a file on tmpfs or an overlay); 130 on SIGINT, SIGTERM or
@@ -778,7 +909,8 @@ def build_parser(prog=PROG):
         usage="%(prog)s --trace TRACE [options] -- CMD [ARGS...]\n"
               "       %(prog)s --summarize RUNS.csv [--json]",
         description="Time a command's startup in cold, selectively cold, hot, "
-                    "prefetched, prefetched-used, concurrent and simulated "
+                    "prefetched, prefetched-used, concurrent, "
+                    "prefetched-merged, concurrent-merged and simulated "
                     "page-cache states.",
         epilog=EXAMPLES)
     parser.add_argument("-V", "--version", action="version",
@@ -787,16 +919,27 @@ def build_parser(prog=PROG):
                         "version 1 or 2; its read records say what to make "
                         "cold, hot or prefetch; with access records (trace "
                         "--used) it is also the used trace)")
-    parser.add_argument("--used-trace", metavar="FILE",
+    parser.add_argument("--used-trace", metavar="FILE", action="append",
                         help="trace recorded with trace --used: which pages "
                         "prefetched-used and concurrent prefetch (default: "
-                        "--trace, when it has access records)")
+                        "--trace, when it has access records); repeat it "
+                        "for several runs of the start-up: the merged states "
+                        "prefetch the union of their used pages, the used "
+                        "states those of the first")
+    parser.add_argument("--fill-varying", metavar="PAGES", type=int, default=256,
+                        help="merged list: also the pages between two pages "
+                        "used in some --used-trace runs but not in all, when "
+                        "at most PAGES apart in a file (default 256; 0: none)")
+    parser.add_argument("--merged-preloads", action="store_true",
+                        help="merged list: also every page the program read "
+                        "ahead itself (readahead(2), MADV_WILLNEED, fadvise "
+                        "WILLNEED: cause forced_ra in a trace -x), used or not")
     parser.add_argument("-n", "--runs", dest="n", type=int, default=10,
                         help="runs per state (default 10)")
     parser.add_argument("--states", type=parse_states, default=None,
                         help=f"comma-separated, from {','.join(STATES)} (default "
-                        "all; prefetched-used and concurrent only with a "
-                        "trace that has access records)")
+                        "all but the merged ones; prefetched-used and "
+                        "concurrent only with a trace that has access records)")
     parser.add_argument("-o", "--output", "--csv", dest="csv", metavar="FILE",
                         help="write every run to this CSV")
     parser.add_argument("-j", "--json", action="store_true",
@@ -847,6 +990,8 @@ def main(argv=None, prog=PROG):
         parser.error("give --trace TRACE and, after --, the command to time")
     elif args.n < 1:
         parser.error("-n must be at least 1")
+    if args.fill_varying < 0:
+        parser.error("--fill-varying must be 0 or more pages")
     if args.ready_regex:
         try:
             re.compile(args.ready_regex)

@@ -15,12 +15,18 @@ from . import stats
 
 # Cache states, coldest first: the order runs are made and shown in.
 STATES = ("cold", "selective", "hot", "prefetched", "prefetched-used",
-          "concurrent", "simulated")
+          "concurrent", "prefetched-merged", "concurrent-merged", "simulated")
 # The states that prefetch only the pages a start-up used: they need a
-# trace with access records (trace --used).
-USED_STATES = ("prefetched-used", "concurrent")
+# trace with access records (trace --used). The merged ones prefetch the
+# merged list (several used traces, varying regions filled, preloads).
+USED_STATES = ("prefetched-used", "concurrent", "prefetched-merged",
+               "concurrent-merged")
+MERGED_STATES = ("prefetched-merged", "concurrent-merged")
+# The prefetch runs beside the command: total_s is elapsed_s.
+BESIDE_STATES = ("concurrent", "concurrent-merged")
 # The states that prefetch, each against the selectively cold start.
-PREFETCH_STATES = ("prefetched", "prefetched-used", "concurrent")
+PREFETCH_STATES = ("prefetched", "prefetched-used", "concurrent",
+                   "prefetched-merged", "concurrent-merged")
 CSV_COLUMNS = ("run", "state", "iteration", "status", "elapsed_s",
                "prefetch_s", "total_s", "cold_fraction", "throttle")
 # Files written before --throttle have no throttle column; read alike.
