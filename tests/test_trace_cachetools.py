@@ -6,6 +6,7 @@ device has a large read_ahead_kb, so readahead reads far more than is
 touched: only accesses count, never what readahead brought in.
 """
 import contextlib
+import glob
 import json
 import os
 import shutil
@@ -57,8 +58,11 @@ def _cat_and_libraries():
     listed = subprocess.run(["ldd", cat], capture_output=True, text=True, check=True).stdout
     libraries = [word for line in listed.splitlines() for word in line.split()
                  if word.startswith("/")]
-    # The loader's cache and the locale archive are read at start too.
-    others = [p for p in ("/etc/ld.so.cache", "/usr/lib/locale/locale-archive")
+    # The loader's cache and the locale's files are read at start too
+    # (C.UTF-8 is a directory of LC_* files, not the archive).
+    others = [p for p in ("/etc/ld.so.cache", "/etc/locale.alias",
+                          "/usr/lib/locale/locale-archive",
+                          *sorted(glob.glob("/usr/lib/locale/*/LC_*")))
               if os.path.isfile(p) and os.path.getsize(p)]
     return [os.path.realpath(p) for p in [cat, *libraries, *others]]
 
