@@ -168,6 +168,37 @@ json.dump(present_pages(map_address({f!r}), {npages}), open({str(out)!r}, "w"))
     assert causes == {"fault"}
 
 
+def test_major_fault_among_cached_pages(data_dir, tmp_path):
+    # A fault on an absent page whose fault-around window holds cached
+    # pages: the tracer leaves the first fault-around to the fault's retry
+    # (docs/tracer.md), which must still record every page fault-around
+    # mapped. Ground truth: the process's own page tables.
+    f = os.path.join(data_dir, "holes.bin")
+    npages = 1 * MiB // PAGE
+    write_file(f, 1 * MiB)
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        os.pread(fd, 1 * MiB, 0)                      # every page cached
+        os.posix_fadvise(fd, 20 * PAGE, 4 * PAGE, os.POSIX_FADV_DONTNEED)
+    finally:
+        os.close(fd)
+    out = tmp_path / "present.json"
+    trace, _, _ = run_used(tmp_path, *python_cmd(PAGEMAP_HELPER.format(page=PAGE) + f"""
+import json
+fd = os.open({f!r}, os.O_RDONLY)
+m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+m[21 * {PAGE}]
+json.dump(present_pages(map_address({f!r}), {npages}), open({str(out)!r}, "w"))
+"""))
+    check_v2_shape(trace)
+    present = set(json.loads(out.read_text()))
+    assert trace.kind_set(f, "access") == {21}
+    assert 21 in trace.kind_set(f, "read")
+    assert trace.kind_set(f, "map") == present - {21}
+    assert present - {21} - set(range(20, 24)), \
+        "fault-around mapped no page that was cached before: the test lost its point"
+
+
 def test_big_read_of_a_short_file(data_dir, tmp_path):
     f = os.path.join(data_dir, "short.txt")
     with open(f, "w") as fh:

@@ -295,6 +295,16 @@ static __always_inline void chunk_in_cache(struct address_space *mapping, __u64 
 	}
 }
 
+/* Is page @index of @mapping in the page cache (uptodate or not)? */
+static __always_inline bool page_in_cache(struct address_space *mapping, __u64 index)
+{
+	__u64 bit = 1ULL << (index & (CHUNK_PAGES - 1));
+	struct chunk_cache cache;
+
+	chunk_in_cache(mapping, index >> CHUNK_SHIFT, bit, 0, &cache);
+	return cache.present & bit;
+}
+
 /* ------------------------------------------------------------------ */
 /* Walks over the chunks of a range                                    */
 
@@ -603,6 +613,17 @@ static __always_inline void page_access_map(struct address_space *mapping, __u64
 		lookup.address = ta->fault_address;
 		bpf_find_vma(bpf_get_current_task_btf(), lookup.address, vma_file_page, &lookup, 0);
 		if (lookup.mapping == (__u64)mapping && lookup.index >= start && lookup.index <= end) {
+			/*
+			 * A fault taken by the arch handler (page_fault_user or
+			 * _kernel) runs with FAULT_FLAG_ALLOW_RETRY: if its page is
+			 * not in the cache, filemap_fault() drops the mmap lock for
+			 * the read and returns VM_FAULT_RETRY, and the retry's
+			 * fault-around maps all this one would, and what the read
+			 * brought in. So a major fault's first fault-around is
+			 * left to its retry: no page-state lookup, no cache walk.
+			 */
+			if (!page_in_cache(mapping, lookup.index))
+				return;
 			walk.fault_index = lookup.index;
 			walk.account_fault = true;
 		}
