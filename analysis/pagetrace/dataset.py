@@ -135,23 +135,24 @@ def _open(path):
 
 
 def _blocks(stream, size=BLOCK_BYTES):
-    """Yield blocks (bytes) of whole lines, each copied once from what was
-    read (line numbers are counted where the block is checked: the typed
-    path's rows are its lines)."""
+    """Yield blocks (bytearrays, each its own) of whole lines, read in
+    place after the partial line the block before left (line numbers are
+    counted where the block is checked: the typed path's rows are its
+    lines)."""
     carry = b""
     while True:
-        data = stream.read(size)
-        if not data:
+        block = bytearray(len(carry) + size)
+        block[:len(carry)] = carry
+        read = stream.readinto(memoryview(block)[len(carry):])
+        if not read:
             break
-        cut = data.rfind(b"\n") + 1
+        end = len(carry) + read
+        cut = block.rfind(b"\n", 0, end) + 1
         if cut == 0:
-            carry += data
+            carry = bytes(block[:end])
             continue
-        if carry or cut < len(data):
-            block = b"".join((carry, memoryview(data)[:cut]))
-            carry = data[cut:]
-        else:
-            block = data
+        carry = bytes(block[cut:end])
+        del block[cut:]
         yield block
     if carry:
         yield carry
@@ -490,6 +491,7 @@ class _Converter:
             result = self._typed(block, 1)
             if result is not None:
                 return block, last, b"", result
+        block = bytes(block)      # for the core reader's checks
         if b"\0" in block:
             raise tracefile.TraceError(self.header.source,
                                        "binary data (NUL byte), not a trace")
@@ -533,7 +535,7 @@ class _Converter:
             _trailers(tail, self.header, self._set_trailer)
 
     def _merge_reference(self, table, block, first_line, bad_lines):
-        lines = block.split(b"\n")
+        lines = bytes(block).split(b"\n")
         rows = []
         for line_no in bad_lines:
             rows += reference_rows(lines[line_no - first_line], line_no,
@@ -906,7 +908,7 @@ def _read_head(blocks, source):
     """(first bytes, header): blocks are joined until the header block is
     complete (a record line follows it, or the file ends), so that a key
     in a later block is not missed."""
-    head = next(blocks, b"")
+    head = bytes(next(blocks, b""))
     while True:
         try:
             header = tracefile.read_header(head, source)
@@ -918,7 +920,7 @@ def _read_head(blocks, source):
         if more is None:
             # The whole file is header: read it again for its verdict.
             return head, tracefile.read_header(head, source)
-        head += more
+        head += bytes(more)
 
 
 def _discard(converter, tmp_dir):
