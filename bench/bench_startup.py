@@ -4,10 +4,11 @@
 the best one at least 75%).
 
 Runs scripts/firefox-case (trace --used of a cold start, pagetrace waste,
-cachetop of a cold and a warm start, a second trace --used recorded with
-the disk's read_ahead_kb at 0 for the list of used pages, then startup-bench
-with the states selective, hot, prefetched, prefetched-used and concurrent
-interleaved) and prints its figures and summary. Prints one line saying so and exits 0 when
+cachetop of a cold and a warm start, four more traces --used recorded with
+the disk's read_ahead_kb at 0 for the lists of used pages, then
+startup-bench with the states selective, hot, prefetched-used, concurrent,
+prefetched-merged and concurrent-merged interleaved) and prints its figures
+and summary. Prints one line saying so and exits 0 when
 firefox-esr is not installed: the benchmark needs the real application.
 
 USAGE
@@ -25,7 +26,8 @@ import subprocess
 import sys
 
 TOP = pathlib.Path(__file__).resolve().parent.parent
-STATES = "selective,hot,prefetched,prefetched-used,concurrent"
+STATES = "selective,hot,prefetched-used,concurrent,prefetched-merged,concurrent-merged"
+USED_RUNS = "4"
 # `concurrent (total) vs selective: ...; recovers 81% of the I/O cost (...`
 GAIN = re.compile(r"^(\S+) \(total\) vs selective: .*; recovers (-?\d+)% of the I/O cost "
                   r"\(95% CI (.*?)\)", re.M)
@@ -53,7 +55,7 @@ def main():
     out = pathlib.Path(args.dir)
     done = subprocess.run([TOP / "scripts" / "firefox-case", "--no-install", "-o", out,
                            "-n", str(args.runs), "--used-readahead", "0",
-                           "--states", STATES],
+                           "--used-runs", USED_RUNS, "--states", STATES],
                           capture_output=True, text=True)
     summary = out / "summary.txt"
     # Status 1 is a failed or timed-out run, which the summary counts; any
@@ -61,7 +63,8 @@ def main():
     if done.returncode not in (0, 1) or not summary.exists():
         sys.exit(f"bench_startup: firefox-case failed ({done.returncode}):\n"
                  f"{done.stderr[-3000:]}")
-    print(f"firefox-case -n {args.runs} --used-readahead 0 --states {STATES}\n")
+    print(f"firefox-case -n {args.runs} --used-readahead 0 --used-runs {USED_RUNS} "
+          f"--states {STATES}\n")
     print((out / "machine.txt").read_text())
     print((out / "figures.txt").read_text())
     print(summary.read_text())

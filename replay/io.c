@@ -49,6 +49,9 @@ struct worker {
 	pthread_t thread;
 	void *buffer;
 	uint64_t late_requests, worst_lateness_us;
+	size_t *issued;            /* --window: prefetched, not waited for */
+	size_t issued_head, issued_count;
+	uint64_t in_flight;        /* their bytes */
 };
 
 static uint64_t ns_of(const struct timespec *ts)
@@ -217,6 +220,59 @@ static void prefetch_request(struct worker *w, struct request *q)
 	q->done = 1;
 }
 
+/* Waits for a prefetched request's pages by reading them back: the fds
+ * have POSIX_FADV_RANDOM, so this reads nothing more than was asked. */
+static void wait_request(struct run *run, void *buffer, struct request *q)
+{
+	const struct replay_file *f = &run->r->files[q->file];
+
+	q->waited = 1;
+	if (q->done && read_fully(f->fd, buffer, (size_t)q->length,
+				  q->offset) < 0) {
+		q->done = 0;
+		q->bytes_done = 0;
+		request_failed(run, q, SKIP_IO_ERROR, errmsg_strerror(errno));
+	}
+}
+
+/* --window: readahead(2) only queues its reads, and an I/O scheduler
+ * (mq-deadline) sorts what is queued by sector, so a whole list queued at
+ * once reaches the device in disk order, not in the plan's: a program
+ * started beside the prefetch then waits for pages it needs first behind
+ * pages it needs last. Waiting for the oldest requests until the new one
+ * fits keeps at most --window bytes queued by this worker. */
+static void keep_window(struct worker *w, const struct request *next)
+{
+	struct run *run = w->run;
+	struct replay *r = run->r;
+
+	while (w->issued_count &&
+	       w->in_flight + next->length > r->opt.window) {
+		struct request *q = &r->requests[w->issued[w->issued_head]];
+
+		w->issued_head++;
+		w->issued_count--;
+		w->in_flight -= q->length;
+		wait_request(run, w->buffer, q);
+	}
+}
+
+static void prefetch_in_window(struct worker *w, size_t i)
+{
+	struct request *q = &w->run->r->requests[i];
+
+	if (!w->issued) {
+		prefetch_request(w, q);
+		return;
+	}
+	keep_window(w, q);
+	prefetch_request(w, q);
+	if (q->done) {
+		w->issued[w->issued_head + w->issued_count++] = i;
+		w->in_flight += q->length;
+	}
+}
+
 /* --timing: absolute deadlines from the start, so that oversleeping once
  * does not push every later request back (the drift correction fio's
  * iolog_delay does by hand). */
@@ -257,7 +313,7 @@ static void *worker_main(void *arg)
 		if (r->opt.timing)
 			wait_for_trace_time(w, q);
 		if (r->opt.mode == MODE_PREFETCH)
-			prefetch_request(w, q);
+			prefetch_in_window(w, i);
 		else
 			read_request(w, q);
 		atomic_fetch_add(&run->bytes, q->bytes_done);
@@ -325,9 +381,16 @@ static int start_workers(struct run *run, struct worker *workers, int n)
 
 	for (i = 0; i < n; i++) {
 		workers[i].run = run;
+		if (run->r->opt.window && run->r->opt.mode == MODE_PREFETCH &&
+		    !(workers[i].issued = calloc(run->r->n_requests + 1,
+						 sizeof(size_t)))) {
+			errmsg("window", "%s", errmsg_strerror(ENOMEM));
+			return i;
+		}
 		err = alloc_buffer(&workers[i].buffer, run->buffer_size);
 		if (err) {
 			errmsg("buffer", "%s", errmsg_strerror(err));
+			free(workers[i].issued);
 			return i;
 		}
 		err = pthread_create(&workers[i].thread, NULL, worker_main,
@@ -335,6 +398,7 @@ static int start_workers(struct run *run, struct worker *workers, int n)
 		if (err) {
 			errmsg("thread", "%s", errmsg_strerror(err));
 			free(workers[i].buffer);
+			free(workers[i].issued);
 			return i;
 		}
 	}
@@ -356,6 +420,7 @@ static void wait_for_workers(struct run *run, struct worker *workers,
 	for (i = 0; i < started; i++) {
 		pthread_join(workers[i].thread, NULL);
 		free(workers[i].buffer);
+		free(workers[i].issued);
 		if (workers[i].late_requests)
 			run->r->stats.late_requests += workers[i].late_requests;
 		if (workers[i].worst_lateness_us > run->r->stats.worst_lateness_us)
@@ -376,17 +441,9 @@ static void wait_for_prefetch(struct run *run)
 
 	if (alloc_buffer(&buffer, run->buffer_size))
 		return;
-	for (i = 0; i < r->n_requests; i++) {
-		struct request *q = &r->requests[i];
-
-		if (q->done && read_fully(r->files[q->file].fd, buffer,
-					  (size_t)q->length, q->offset) < 0) {
-			q->done = 0;
-			q->bytes_done = 0;
-			request_failed(run, q, SKIP_IO_ERROR,
-				       errmsg_strerror(errno));
-		}
-	}
+	for (i = 0; i < r->n_requests; i++)
+		if (!r->requests[i].waited)
+			wait_request(run, buffer, &r->requests[i]);
 	free(buffer);
 }
 

@@ -47,6 +47,7 @@ enum option_key {
 	OPT_SORTED = 0x100, OPT_SORT, OPT_MAX_REQUEST, OPT_NO_GROUP,
 	OPT_BUFFERED, OPT_PREFETCH, OPT_EVICT, OPT_QUEUE_DEPTH, OPT_TIMING,
 	OPT_STRICT, OPT_PLAN, OPT_USED, OPT_THROTTLE, OPT_DEVICE_PROFILE,
+	OPT_WINDOW,
 };
 
 static const struct argp_option argp_options[] = {
@@ -66,6 +67,9 @@ static const struct argp_option argp_options[] = {
 	 "files, for filesystems that refuse O_DIRECT", 3},
 	{"prefetch", OPT_PREFETCH, NULL, 0, "Fill the page cache (readahead) "
 	 "instead of reading; ranges already cached are skipped", 3},
+	{"window", OPT_WINDOW, "SIZE", 0, "--prefetch: at most SIZE bytes "
+	 "(K/M/G) issued and not yet in the cache per thread, so that the "
+	 "device reads in about the plan's order (default: no limit)", 3},
 	{"evict", OPT_EVICT, NULL, 0, "Drop the trace's files from the page "
 	 "cache first", 3},
 	{"queue-depth", OPT_QUEUE_DEPTH, "N", 0, "Keep N requests in flight "
@@ -145,6 +149,8 @@ static void check_conflicts(struct argp_state *state)
 		argp_error(state, "--plan does no I/O: drop --evict");
 	if (opt->max_request == 0)
 		argp_error(state, "--max-request must be positive");
+	if (opt->window && !ps->prefetch)
+		argp_error(state, "--window limits --prefetch: add --prefetch");
 	if (ps->throttles > 1)
 		argp_error(state, "give one of --throttle and --device-profile, "
 			   "once");
@@ -225,6 +231,11 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			argp_error(state, "bad --max-request '%s' (a size: "
 				   "bytes, K, M or G)", arg);
 		opt->max_request_given = 1;
+		return 0;
+	case OPT_WINDOW:
+		if (parse_size(arg, &opt->window) < 0 || opt->window == 0)
+			argp_error(state, "bad --window '%s' (a positive size: "
+				   "bytes, K, M or G)", arg);
 		return 0;
 	case OPT_QUEUE_DEPTH:
 		if (parse_queue_depth(arg, &opt->queue_depth) < 0)

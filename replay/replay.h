@@ -41,6 +41,7 @@ struct options {
 	int grouped;
 	uint64_t max_request;
 	int max_request_given;
+	uint64_t window;          /* --window: prefetch bytes in flight, 0 all */
 	int queue_depth;
 	int timing;
 	int evict;
@@ -101,6 +102,7 @@ struct request {
 	uint64_t bytes_done;       /* traced bytes read (or prefetched) */
 	int done;                  /* completed successfully */
 	int resident;              /* --prefetch: already cached, skipped */
+	int waited;                /* --window: read back already */
 };
 
 struct replay_stats {

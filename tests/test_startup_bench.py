@@ -301,7 +301,9 @@ def test_merged_states_replay_the_union_of_every_used_trace(workload):
     """With --used-trace twice, prefetched-used and concurrent prefetch the
     used pages of the first trace, prefetched-merged and concurrent-merged
     the union of both (compiled once, into merged-pages.log), with --sorted
-    before the start and without it beside the start."""
+    before the start and without it beside the start, where
+    concurrent-merged keeps the replay's queue short (--window, 1M by
+    default)."""
     scratch = workload.scratch("merged-calls")
     log = os.path.join(scratch, "calls.log")
     fake = os.path.join(scratch, "fake-replay")
@@ -332,7 +334,8 @@ def test_merged_states_replay_the_union_of_every_used_trace(workload):
     assert used_list.endswith("/used-pages.log")
     assert merged_list.endswith("/merged-pages.log")
     assert calls == [f"--sorted --prefetch {used_list}", f"--prefetch {used_list}",
-                     f"--sorted --prefetch {merged_list}", f"--prefetch {merged_list}"]
+                     f"--sorted --prefetch {merged_list}",
+                     f"--prefetch --window 1M {merged_list}"]
     union = {n: workload.intended[n] | second[n] for n in workload.intended}
     assert pages_of(f"{log}.1") == workload.intended
     assert pages_of(f"{log}.3") == pages_of(f"{log}.4") == union
@@ -545,13 +548,16 @@ def test_concurrent_prefetches_beside_the_command(workload):
     assert command_ran < float(end.split()[1]) - 0.4
 
 
-def test_concurrent_with_the_real_replay_caches_every_used_page(workload):
+@pytest.mark.parametrize("state", ["concurrent", "concurrent-merged"])
+def test_concurrent_with_the_real_replay_caches_every_used_page(workload, state):
     """Beside the command, the prefetch may lose the race for a page: the
     command then reads it, with readahead, so more than the used pages may
-    be cached; but every used page is."""
-    out = os.path.join(workload.scratch("concurrent-real"), "runs.csv")
-    done = bench("--trace", workload.used_trace, "-n", "1", "--states", "concurrent",
-                 "--csv", out, "--replay", real_replay(), command=workload.command)
+    be cached; but every used page is (concurrent-merged: with the real
+    replay's --window, of 8K here, so that it waits many times)."""
+    out = os.path.join(workload.scratch(f"{state}-real"), "runs.csv")
+    done = bench("--trace", workload.used_trace, "-n", "1", "--states", state,
+                 "--prefetch-window", "8K", "--csv", out, "--replay", real_replay(),
+                 command=workload.command)
     assert done.returncode == 0, done.stderr
     row = read_csv(out)[0]
     assert row["status"] == "ok" and float(row["prefetch_s"]) > 0
@@ -901,10 +907,12 @@ def test_bad_usage_is_refused_with_a_reason(workload, tmp_path):
          "not a startup-bench runs CSV"),
         ([BENCH, *trace, "--fill-varying", "-1", "--", "true"],
          "--fill-varying must be 0 or more pages"),
+        ([BENCH, *trace, "--prefetch-window", "1X", "--", "true"],
+         "'1X': a size in bytes, K, M or G"),
     ]
     # Bad usage and unreadable inputs: 2; a trace that is refused, or that
     # names no file here, makes the job fail: 1 (docs/trace-format.md).
-    statuses = [2, 2, 1, 1, 1, 2, 2]
+    statuses = [2, 2, 1, 1, 1, 2, 2, 2]
     for (argv, message), status in zip(cases, statuses):
         done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
         assert done.returncode == status, (argv, done.stderr)

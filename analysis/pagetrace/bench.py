@@ -17,7 +17,8 @@ over the session spreads over all of them:
               order) and the command started together, as Android's iorap
               did; timed from when both began
   prefetched-merged, concurrent-merged
-              as prefetched-used and concurrent, with MERGED_PAGES
+              as prefetched-used and concurrent, with MERGED_PAGES;
+              concurrent-merged with `replay --window` (--prefetch-window)
 USED_PAGES is compiled once per session from a `trace --used` trace (the
 first --used-trace), MERGED_PAGES from every --used-trace, the pages
 between those that vary from run to run filled in (--fill-varying) and
@@ -460,7 +461,7 @@ class CacheStates:
 
     def __init__(self, pagecache, trace, paths, replay, trace_path,
                  used_trace_path=None, prefetch_limit_s=60.0,
-                 merged_trace_path=None):
+                 merged_trace_path=None, window=None):
         self.pagecache = pagecache
         self.trace = trace
         self.paths = paths
@@ -468,6 +469,9 @@ class CacheStates:
         self.trace_path = trace_path
         self.used_trace_path = used_trace_path
         self.merged_trace_path = merged_trace_path
+        # concurrent-merged: replay --window, so that the device reads the
+        # list in about its order (None: no limit).
+        self.window = window
         # How long a concurrent prefetch may outlive its start-up.
         self.prefetch_limit_s = prefetch_limit_s
         # --throttle: the replays (prefetch, simulated I/O) and the command
@@ -584,8 +588,9 @@ def run_concurrent(state, listed, caches, bench, cold_fraction):
     did at an app's launch. The start-up is timed from when both began, so
     its time is the total; the prefetch's own time (prefetch_s) overlaps
     it."""
+    window = ["--window", caches.window] if state in MERGED_STATES and caches.window else []
     start = time.perf_counter()
-    replay = caches.start_replay("--prefetch", trace=listed)
+    replay = caches.start_replay("--prefetch", *window, trace=listed)
     outcome = bench(state, start)
     # The prefetch outlived the start-up: wait (it is bounded by its trace)
     # so that it does not read into the next run's cache state.
@@ -770,7 +775,8 @@ def run_session(args, command, pagecache):
     # can need tens of seconds for a first-access-order list.
     caches = CacheStates(pagecache, trace, paths, replay, args.trace, used_list,
                          prefetch_limit_s=max(60.0, args.timeout),
-                         merged_trace_path=merged_list)
+                         merged_trace_path=merged_list,
+                         window=args.prefetch_window)
     run_as = invoking_user()
     watch = ReadinessWatch(args.ready_regex, args.ready_file)
     governor = governor_note()
@@ -896,6 +902,14 @@ def parse_states(text):
     return list(dict.fromkeys(states))
 
 
+def window_size(text):
+    """--prefetch-window: a size as replay --window takes it, or None for 0."""
+    match = re.fullmatch(r"(\d+)([KMG]?)", text.strip(), re.IGNORECASE)
+    if not match:
+        raise argparse.ArgumentTypeError(f"'{text}': a size in bytes, K, M or G")
+    return None if int(match.group(1)) == 0 else match.group(0)
+
+
 def positive_number(text):
     value = float(text)
     if value <= 0:
@@ -930,6 +944,12 @@ def build_parser(prog=PROG):
                         help="merged list: also the pages between two pages "
                         "used in some --used-trace runs but not in all, when "
                         "at most PAGES apart in a file (default 256; 0: none)")
+    parser.add_argument("--prefetch-window", metavar="SIZE", type=window_size,
+                        default="1M",
+                        help="concurrent-merged: at most SIZE bytes of the "
+                        "prefetch queued at a time (replay --window), so that "
+                        "the device reads the list in about its order, not "
+                        "sorted by sector (default 1M; 0: no limit)")
     parser.add_argument("--merged-preloads", action="store_true",
                         help="merged list: also every page the program read "
                         "ahead itself (readahead(2), MADV_WILLNEED, fadvise "
