@@ -234,11 +234,50 @@ def test_summary_pass_gives_up_or_is_not_for_this_file(tmp_path, capsys,
     (run / dataset.SUMMARY_NAME).write_text("{not json")
     assert json.loads(_summary(["--json", str(run)], capsys)[0])["totals"] \
         == got["totals"]
+    # Rows of the wrong shape beside the right file: not used either.
+    assert cli.main(["convert", "-q", "-o", str(tmp_path / "ds3"), path]) == 0
+    known = tmp_path / "ds3" / "run=t" / dataset.SUMMARY_NAME
+    for rows in ([["/a", 1, 1, 1, 1]], [["/a", 1, 1, 1, 1, -1]],
+                 [["\u0100", 1, 1, 1, 1, 1]], "x"):
+        changed = json.loads(known.read_text())
+        changed["files"] = rows
+        known.write_text(json.dumps(changed))
+        assert _summary(["--json", str(known.parent)], capsys)[0] \
+            .replace("ds3", "ds") == full
     monkeypatch.setattr(dataset, "PAGE_MAP_BYTES", 1 << 10)
     assert cli.main(["convert", "-q", "-o", str(tmp_path / "ds2"), path]) == 0
     assert not (tmp_path / "ds2" / "run=t" / dataset.SUMMARY_NAME).exists()
     assert _summary(["--json", str(tmp_path / "ds2" / "run=t")], capsys)[0] \
         .replace("ds2", "ds") == full
+
+
+@pytest.mark.parametrize("page_size, offsets, kept", [
+    (1 << 30, [0, 1 << 30, 9 << 30, 5 << 30], True),
+    (1 << 30, [0, 1 << 30, 1 << 62], False),
+    (4096, [0, 4096, 1 << 60, 1 << 52, 8192], False)],
+    ids=["1 GiB pages", "wide", "far"])
+def test_summary_pass_of_large_offsets(page_size, offsets, kept, tmp_path,
+                                       capsys):
+    """The largest page size the format allows is counted like any other;
+    a file spanning more pages than PAGE_MAP_BYTES, or pages past 2^40,
+    make the pass give up (no _summary.json) and the summary is DuckDB's:
+    the same summary as in memory either way."""
+    lines = ["# pagetrace-format: 1", f"# page-size: {page_size}"]
+    lines += [f"{100 + i} /f{i % 2} {offset}" for i, offset in
+              enumerate(offsets * 3)]
+    path = tmp_path / "t.log"
+    path.write_text("\n".join(lines) + "\n")
+    assert cli.main(["convert", "-q", "-o", str(tmp_path / "ds"),
+                     str(path)]) == 0
+    assert (tmp_path / "ds" / "run=t" / dataset.SUMMARY_NAME).exists() == \
+        kept
+    memory = json.loads(_summary(["--engine", "memory", "--json",
+                                  str(path)], capsys)[0])
+    got = json.loads(_summary(["--json", str(tmp_path / "ds" / "run=t")],
+                              capsys)[0])
+    for key in ("trace", "malformed_lines", "trailer"):
+        got.pop(key), memory.pop(key)
+    assert got == memory
 
 
 def test_convert_cli_layout_and_refusal(tmp_path, capsys):

@@ -629,9 +629,10 @@ class SummaryPass:
         index = path.indices.to_numpy(zero_copy_only=False)
         numbers = self._numbers(path.dictionary.to_pylist())
         offset = table["offset"].chunk(0).to_numpy()
-        if offset.max() >= np.uint64(MAX_PAGE_NUMBER << self.shift):
+        page = offset >> np.uint64(self.shift)
+        if page.max() >= MAX_PAGE_NUMBER:
             return self._give_up()
-        page = (offset >> np.uint64(self.shift)).astype(np.int64)
+        page = page.astype(np.int64)
         # Per value of the block's dictionary (its paths, a few hundred at
         # most in a block as a rule), then per file: two values may name
         # the same file (`\101` and `A`), hence the ufunc.at.
@@ -762,11 +763,27 @@ def known_summary(part, page_size):
                 or known.get("page_size") != page_size
                 or known.get("part_bytes") != os.path.getsize(part)):
             return None
+        if not _summary_shape(known):
+            return None
         with open(part, "rb") as f:
             digest = hashlib.file_digest(f, "sha256").hexdigest()
     except (OSError, ValueError, AttributeError):
         return None
     return known if digest == known.get("part_sha256") else None
+
+
+def _summary_shape(known):
+    """True when the rows and counts of a `_summary.json` have the types
+    `summary` reads."""
+    def counts(values):
+        return all(type(v) is int and v >= 0 for v in values)
+    rows = known.get("files")
+    return (isinstance(rows, list)
+            and counts([known.get("requests"), known.get("seeks")])
+            and all(isinstance(row, list) and len(row) == 6
+                    and isinstance(row[0], str) and counts(row[1:])
+                    and all(ord(c) < 256 for c in row[0])
+                    for row in rows))
 
 
 def _split_tail(block):
