@@ -650,12 +650,16 @@ class SummaryPass:
         np.minimum.at(self.first_us, files, low[seen])
         np.maximum.at(self.last_us, files, high[seen])
         np.minimum.at(self.first_line, files, first[seen])
-        for file, highest in zip(files, top[seen]):
+        top = top[seen]
+        wider = top >= self.span[files]
+        for file, highest in zip(files[wider], top[wider]):
             if highest >= self.span[file] and not self._grow(
                     int(file), int(highest) + 1):
                 return self._give_up()
-        codes = numbers[index]
-        self.map[self.base[numbers][index] + page] = 1
+        codes = np.take(numbers, index)
+        where = np.take(self.base[numbers], index)
+        where += page
+        np.put(self.map, where, 1)
         self.stream.add_codes(codes, offset, int(codes[0]), int(codes[-1]))
 
     def _numbers(self, values):
