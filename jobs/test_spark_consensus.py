@@ -44,8 +44,10 @@ def _runs(tmp_path, n_runs, used=False, seed=11):
 
 
 def _pagetrace(*argv):
+    # Names that are not UTF-8 come out as their bytes (the CLI writes them
+    # with surrogateescape): read them back the same way.
     return subprocess.run([sys.executable, "-m", "pagetrace.cli", *argv],
-                          capture_output=True, text=True, env=ENV)
+                          capture_output=True, text=True, errors="surrogateescape", env=ENV)
 
 
 def _spark(*argv):
