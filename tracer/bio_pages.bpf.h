@@ -47,6 +47,12 @@ const volatile bool want_metadata = false;
 struct bio_walk;
 static __always_inline void on_read_run(struct bio_walk *walk);
 
+/* Words @w are a page-cache folio's (clean mapping) that is being filled. */
+static __always_inline bool words_being_filled(const struct page_words *w)
+{
+	return w->mapping && !(w->mapping & MAPPING_FLAG_BITS) && flags_locked_not_uptodate(w->flags);
+}
+
 /* The regular file whose page-cache folio (words @w) is being filled, or NULL. */
 static __always_inline struct inode *file_being_filled(const struct page_words *w)
 {
@@ -54,8 +60,7 @@ static __always_inline struct inode *file_being_filled(const struct page_words *
 	struct address_space *mapping = (struct address_space *)w->mapping;
 	struct inode *inode;
 
-	if (!mapping || (w->mapping & MAPPING_FLAG_BITS) ||
-	    !flags_locked_not_uptodate(w->flags))
+	if (!words_being_filled(w))
 		return NULL;
 	inode = BPF_CORE_READ(mapping, host);
 	if (!inode || (BPF_CORE_READ(inode, i_mode) & S_IFMT) != S_IFREG)
@@ -264,8 +269,7 @@ static __always_inline bool one_file_vector(struct bio *bio, struct bio_walk *wa
 	 * mapping). Past these checks, the same fields are followed as pointers.
 	 */
 	read_page_words(vec->bv_page, &w);
-	if ((w.compound_head & 1) || words_are_slab(&w) || !w.mapping ||
-	    (w.mapping & MAPPING_FLAG_BITS) || !flags_locked_not_uptodate(w.flags))
+	if ((w.compound_head & 1) || words_are_slab(&w) || !words_being_filled(&w))
 		return false;
 	folio = (struct folio *)vec->bv_page;
 	mapping = folio->mapping;

@@ -141,15 +141,10 @@ int adopt_threads(pid_t pid, int (*mark)(void *ctx, pid_t tid), void *ctx)
 
 int mark_thread_traced(void *traced_tids, pid_t tid)
 {
-	struct bpf_map *map = traced_tids;
 	__u32 key = (__u32)tid;
-	/* The value is the thread's read context (traced_tasks.bpf.h): zeroes to start. */
-	char zeroes[64] = {};
-	size_t value_size = bpf_map__value_size(map);
+	__u8 one = 1;
 
-	if (value_size > sizeof(zeroes) ||
-	    bpf_map__update_elem(map, &key, sizeof(key), zeroes, value_size, BPF_ANY))
-		return errmsg("tracing a task", "%d: %s", tid,
-			      errmsg_strerror(value_size > sizeof(zeroes) ? E2BIG : errno)), -1;
+	if (bpf_map__update_elem(traced_tids, &key, sizeof(key), &one, sizeof(one), BPF_ANY))
+		return errmsg("tracing a task", "%d: %s", tid, errmsg_strerror(errno)), -1;
 	return 0;
 }

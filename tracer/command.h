@@ -20,7 +20,7 @@ pid_t start_gated_command(const struct command_spec *spec,
 int adopt_threads(pid_t pid, int (*mark)(void *ctx, pid_t tid), void *ctx);
 /*
  * A mark callback for both: put thread @tid in @traced_tids (a struct
- * bpf_map *, the kernel side's traced_tids), with a zeroed value.
+ * bpf_map *, the kernel side's traced_tids).
  */
 int mark_thread_traced(void *traced_tids, pid_t tid);
 /* The exit status a tool passes on: N, or 128+N when killed by signal N. */

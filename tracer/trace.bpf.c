@@ -332,7 +332,7 @@ static __always_inline int handle_fault(struct address_space *mapping, __u64 ind
 	return 0;
 }
 
-
+/* By hand: tp_btf's bio is a trusted pointer, read without probe reads. */
 SEC("tp_btf/block_bio_queue")
 int BPF_PROG(btf_bio_queue, struct bio *bio) { return handle_bio_queue(bio, true); }
 SEC("raw_tp/block_bio_queue")
