@@ -190,13 +190,7 @@ def bench_trace(args, work):
         convert_and_summarise(args, work, trace, tree,
                               f"baseline {args.baseline} ")
     convert_and_summarise(args, work, trace, None, "")
-    seconds, rss, out = run_measured(
-        PAGETRACE + ["summary", "--json", "--memory-limit",
-                     args.memory_limit, "--work-dir", work, trace])
-    check_pages(out, args.records)
-    print(f"summary of the text trace (one command): {seconds:.1f} s: "
-          f"{args.records / seconds / 1e6:.2f} M records/s, peak RSS "
-          f"{rss:,.0f} MiB")
+    summarise(args, work, trace, None, "summary of the text trace (one command)")
     os.unlink(trace)
 
 
@@ -216,6 +210,19 @@ def check_pages(out, records):
     assert pages == records, pages
 
 
+def summarise(args, work, target, pythonpath, what):
+    """`pagetrace summary` of TARGET, timed and checked; prints WHAT's line
+    and returns (seconds, peak RSS in MiB)."""
+    seconds, rss, out = run_measured(
+        PAGETRACE + ["summary", "--json", "--memory-limit",
+                     args.memory_limit, "--work-dir", work, target],
+        pythonpath)
+    check_pages(out, args.records)
+    print(f"{what}: {seconds:.1f} s: {args.records / seconds / 1e6:.2f} M "
+          f"records/s, peak RSS {rss:,.0f} MiB")
+    return seconds, rss
+
+
 def convert_and_summarise(args, work, trace, pythonpath, label):
     """`pagetrace convert` then `pagetrace summary` of the Parquet run, by
     the package at pythonpath (None: this tree's)."""
@@ -229,14 +236,8 @@ def convert_and_summarise(args, work, trace, pythonpath, label):
     print(f"{label}convert: {args.records:,} records in {seconds:.1f} s: "
           f"{args.records / seconds / 1e6:.2f} M records/s, peak RSS "
           f"{rss:,.0f} MiB; Parquet {parquet / 2**30:.2f} GiB")
-    seconds, rss, out = run_measured(
-        PAGETRACE + ["summary", "--json", "--memory-limit",
-                     args.memory_limit, "--work-dir", work, run_dir],
-        pythonpath)
-    check_pages(out, args.records)
-    print(f"{label}summary (Parquet, out of core): {seconds:.1f} s: "
-          f"{args.records / seconds / 1e6:.2f} M records/s, peak RSS "
-          f"{rss:,.0f} MiB")
+    seconds, rss = summarise(args, work, run_dir, pythonpath,
+                             f"{label}summary (Parquet, out of core)")
     both_seconds += seconds
     print(f"{label}convert + summary: {both_seconds:.1f} s: "
           f"{args.records / both_seconds / 1e6:.2f} M records/s, peak RSS "
@@ -246,14 +247,8 @@ def convert_and_summarise(args, work, trace, pythonpath, label):
         # What a run without the conversion's summary costs (one written
         # by another tool): DuckDB's queries on the same file.
         os.unlink(known)
-        seconds, rss, out = run_measured(
-            PAGETRACE + ["summary", "--json", "--memory-limit",
-                         args.memory_limit, "--work-dir", work, run_dir],
-            pythonpath)
-        check_pages(out, args.records)
-        print(f"{label}summary (Parquet, DuckDB, no _summary.json): "
-              f"{seconds:.1f} s: {args.records / seconds / 1e6:.2f} M "
-              f"records/s, peak RSS {rss:,.0f} MiB")
+        summarise(args, work, run_dir, pythonpath,
+                  f"{label}summary (Parquet, DuckDB, no _summary.json)")
     shutil.rmtree(dataset)
 
 
