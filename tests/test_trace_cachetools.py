@@ -9,6 +9,7 @@ import contextlib
 import glob
 import json
 import os
+import shlex
 import shutil
 import subprocess
 import sys
@@ -19,7 +20,8 @@ import pytest
 
 from conftest import REPO, require_root
 from pagecache_util import PAGE, evict, resident_pages, write_file
-from test_trace_used import big_ra_ext4, data_dir, locked_in_cache  # noqa: F401 (fixtures)
+from test_trace_used import (big_ra_ext4, data_dir, locked_in_cache,  # noqa: F401 (fixtures)
+                             batch_ending_in_flight, IN_FLIGHT_PAGES)
 
 CACHETOP = os.path.join(REPO, "tracer", "cachetop")
 CACHESTAT = os.path.join(REPO, "tracer", "cachestat")
@@ -104,6 +106,15 @@ def test_one_cached_one_cold_is_half(data_dir):
     misses = file_row(summary, cached)["misses"] + file_row(summary, cold)["misses"]
     assert (hits, misses) == (1024, 1024)
     assert hits / (hits + misses) == 0.5
+
+
+def test_batch_returned_without_its_tracepoint(data_dir, tmp_path):
+    """The cached pages of a read whose first batch ends on a page in flight
+    are hits (filemap_get_pages()'s error path fires no tracepoint); the
+    pages in flight, read from storage while cachetop runs, are misses."""
+    with batch_ending_in_flight(data_dir, tmp_path) as (f, program, _):
+        summary = cachetop_c(f"{sys.executable} -c {shlex.quote(program)}")
+    assert counts(file_row(summary, f)) == (IN_FLIGHT_PAGES, IN_FLIGHT_PAGES)
 
 
 def test_written_evicted_read_back_is_all_misses(data_dir):

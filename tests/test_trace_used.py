@@ -25,7 +25,10 @@ import pytest
 
 import loopimg
 from conftest import REPO, require_root
-from pagecache_util import MAP_FAILED, PAGE, _libc, cached_since_eviction, evict, write_file
+sys.path.insert(0, os.path.join(REPO, "analysis"))
+from pagetrace import throttle  # noqa: E402
+from pagecache_util import (MAP_FAILED, PAGE, _libc, cached_since_eviction, evict, resident_pages,
+                            write_file)
 from trace_oracle import Trace
 
 TRACE = os.path.join(REPO, "tracer", "trace")
@@ -226,9 +229,10 @@ def test_rereading_a_file_ten_times(data_dir, tmp_path):
 
 
 @contextlib.contextmanager
-def locked_in_cache(path):
-    """Keeps @path's pages cached (mlock), so DAMON cannot reclaim them."""
-    size = os.path.getsize(path)
+def locked_in_cache(path, size=None):
+    """Keeps @path's pages cached (mlock), so DAMON cannot reclaim them:
+    the first @size bytes, or the whole file."""
+    size = os.path.getsize(path) if size is None else size
     fd = os.open(path, os.O_RDONLY)
     addr = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
     assert addr != MAP_FAILED
@@ -324,3 +328,73 @@ def test_one_big_read_call(data_dir, tmp_path):
     check_v2_shape(trace)
     assert sorted(trace.kind_pages(f, "access")) == list(range(32 * MiB // PAGE))
     assert trace.kind_set(f, "read") == cached_since_eviction(f)
+
+
+# --- a read batch that ends on a page still being read ------------------
+
+IN_FLIGHT_PAGES = 16
+IN_FLIGHT_RBPS = "16K"		# 64 KiB in about 4 s
+
+# One call reading bytes [0, n) of fd, each of the read family.
+READ_CALLS = {
+    "pread": "assert len(os.pread(fd, n, 0)) == n",
+    "read": "assert len(os.read(fd, n)) == n",
+    "readv": "assert os.readv(fd, [bytearray(n // 2), bytearray(n // 2)]) == n",
+    "preadv": "assert os.preadv(fd, [bytearray(n // 4), bytearray(3 * n // 4)], 0) == n",
+    # preadv2 with offset -1 reads at the file position, as readv does.
+    "preadv2": "vec = (ctypes.c_char * n)(); iov = (ctypes.c_void_p * 2)(ctypes.addressof(vec), n); "
+               "libc = ctypes.CDLL(None, use_errno=True); libc.preadv2.argtypes = "
+               "[ctypes.c_int, ctypes.c_void_p, ctypes.c_int, ctypes.c_long, ctypes.c_int]; "
+               "assert libc.preadv2(fd, iov, 1, -1, 0) == n",
+}
+
+
+@contextlib.contextmanager
+def batch_ending_in_flight(data_dir, tmp_path, call="pread"):
+    """A file whose pages [0, 16) are cached (and held), [16, 32) being read
+    (POSIX_FADV_WILLNEED from this process, held by blk-throttle for about 4
+    s), and a program that reads [0, 32) in one pread. Its first batch is
+    pages 0-15 and the locked page 16: filemap_get_pages() returns 0-15
+    through its error path, without mm_filemap_get_pages. The program
+    writes how long its pread waited to WAITED; more than a few tenths of a
+    second proves the pages were in flight. Yields (path, program, waited);
+    the tools run outside the cgroup, the read it holds was not theirs."""
+    f = os.path.join(data_dir, "in-flight.bin")
+    waited = tmp_path / "waited"
+    write_file(f, 4 * IN_FLIGHT_PAGES * PAGE)
+    evict(f)
+    fd = os.open(f, os.O_RDONLY)
+    try:
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)   # no readahead: exactly 0-15
+        os.pread(fd, IN_FLIGHT_PAGES * PAGE, 0)
+        program = textwrap.dedent(f"""
+            import ctypes, os, time
+            fd = os.open({f!r}, os.O_RDONLY)
+            n = {2 * IN_FLIGHT_PAGES * PAGE}
+            start = time.monotonic()
+            {READ_CALLS[call]}
+            open({str(waited)!r}, "w").write(str(time.monotonic() - start))
+            """)
+        limits = throttle.parse_limits(f"riops=1000,rbps={IN_FLIGHT_RBPS}")
+        with locked_in_cache(f, IN_FLIGHT_PAGES * PAGE):
+            assert resident_pages(f) == set(range(IN_FLIGHT_PAGES))
+            with throttle.Cgroup(limits, throttle.disks_of([f]), "test") as cgroup:
+                with cgroup.spawning():
+                    os.posix_fadvise(fd, IN_FLIGHT_PAGES * PAGE, IN_FLIGHT_PAGES * PAGE,
+                                     os.POSIX_FADV_WILLNEED)
+                yield f, program, waited
+                assert cgroup.counts()[1] >= IN_FLIGHT_PAGES * PAGE
+    finally:
+        os.close(fd)
+    assert float(waited.read_text()) > 0.3, "the pages were not in flight"
+
+
+@pytest.mark.parametrize("call", sorted(READ_CALLS))
+def test_batch_returned_without_its_tracepoint(data_dir, tmp_path, call):
+    with batch_ending_in_flight(data_dir, tmp_path, call) as (f, program, _):
+        trace, _, _ = run_used(tmp_path, "--", sys.executable, "-c", program)
+    check_v2_shape(trace)
+    # Every page of the pread is an access, the cached ones too; the
+    # program read nothing from storage itself.
+    assert trace.kind_set(f, "access") == set(range(2 * IN_FLIGHT_PAGES))
+    assert trace.kind_set(f, "read") == set()

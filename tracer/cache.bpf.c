@@ -249,6 +249,6 @@ TRACEPOINT_PROGRAMS(fault, "mm_filemap_fault", handle_fault(mapping, index),
 TRACEPOINT_PROGRAMS(dirty, "writeback_dirty_folio", handle_dirty(folio, mapping),
 		    struct folio *folio, struct address_space *mapping)
 
-PAGE_ACCESS_FAULT_PROGRAMS()
+PAGE_ACCESS_PROGRAMS()
 
 char LICENSE[] SEC("license") = "GPL";

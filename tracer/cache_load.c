@@ -26,7 +26,7 @@ struct program_pair {
 	struct bpf_program *btf_prog, *raw_prog;
 };
 
-#define NR_PROGRAMS 9
+#define NR_PROGRAMS 10
 
 static void describe_programs(struct cache_bpf *skel, struct program_pair *pairs)
 {
@@ -40,6 +40,7 @@ static void describe_programs(struct cache_bpf *skel, struct program_pair *pairs
 		{ "page_fault_user", "exceptions", skel->progs.btf_fault_user, skel->progs.raw_fault_user },
 		{ "page_fault_kernel", "exceptions", skel->progs.btf_fault_kernel, skel->progs.raw_fault_kernel },
 		{ "writeback_dirty_folio", "writeback", skel->progs.btf_dirty, skel->progs.raw_dirty },
+		{ "sys_enter", "raw_syscalls", skel->progs.btf_read_syscall, skel->progs.raw_read_syscall },
 	};
 
 	memcpy(pairs, table, sizeof(table));

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * How the tracer tools define their programs: each tracepoint program twice,
- * from one line (TRACEPOINT_PROGRAMS), and the fault-around programs that
- * trace --used and the cache tools share (PAGE_ACCESS_FAULT_PROGRAMS, to be
- * used after traced_tasks.bpf.h and page_access.bpf.h are included).
+ * from one line (TRACEPOINT_PROGRAMS), and the programs that trace --used
+ * and the cache tools share: fault-around and the start of read system
+ * calls (PAGE_ACCESS_PROGRAMS, to be used after traced_tasks.bpf.h and
+ * page_access.bpf.h are included).
  */
 #ifndef PAGETRACE_PROGRAMS_BPF_H
 #define PAGETRACE_PROGRAMS_BPF_H
@@ -34,8 +35,19 @@ static __always_inline int handle_page_fault(unsigned long address)
 	return 0;
 }
 
-/* Which page faulted (page_fault_*) and what fault-around mapped (map_pages). */
-#define PAGE_ACCESS_FAULT_PROGRAMS()							\
+/* Only the read family is looked at; every other system call returns here. */
+static __always_inline int handle_sys_enter(struct pt_regs *regs, long id)
+{
+	if (is_read_syscall(id) && current_is_traced())
+		page_access_read_syscall(regs, id);
+	return 0;
+}
+
+/*
+ * Which page faulted (page_fault_*), what fault-around mapped (map_pages),
+ * and where a read system call starts (sys_enter).
+ */
+#define PAGE_ACCESS_PROGRAMS()							\
 	TRACEPOINT_PROGRAMS(map_pages, "mm_filemap_map_pages",				\
 			    handle_map_pages(mapping, start, end),			\
 			    struct address_space *mapping, unsigned long start,		\
@@ -45,6 +57,8 @@ static __always_inline int handle_page_fault(unsigned long address)
 			    unsigned long error_code)					\
 	TRACEPOINT_PROGRAMS(fault_kernel, "page_fault_kernel",				\
 			    handle_page_fault(address), unsigned long address,		\
-			    struct pt_regs *regs, unsigned long error_code)
+			    struct pt_regs *regs, unsigned long error_code)		\
+	TRACEPOINT_PROGRAMS(read_syscall, "sys_enter", handle_sys_enter(regs, id),	\
+			    struct pt_regs *regs, long id)
 
 #endif /* PAGETRACE_PROGRAMS_BPF_H */

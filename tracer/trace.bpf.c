@@ -354,6 +354,6 @@ TRACEPOINT_PROGRAMS(fault, "mm_filemap_fault", handle_fault(mapping, index),
 TRACEPOINT_PROGRAMS(get_pages, "mm_filemap_get_pages", handle_get_pages(mapping, index, last),
 		    struct address_space *mapping, unsigned long index, unsigned long last)
 
-PAGE_ACCESS_FAULT_PROGRAMS()
+PAGE_ACCESS_PROGRAMS()
 
 char LICENSE[] SEC("license") = "GPL";

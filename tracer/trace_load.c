@@ -34,7 +34,7 @@ struct tracepoint_progs {
 	struct bpf_program *btf_prog, *raw_prog;
 };
 
-#define NR_TRACEPOINTS 12
+#define NR_TRACEPOINTS 13
 
 static void describe_tracepoints(struct trace_bpf *skel, struct tracepoint_progs *tps)
 {
@@ -51,6 +51,7 @@ static void describe_tracepoints(struct trace_bpf *skel, struct tracepoint_progs
 		{ "mm_filemap_map_pages", "filemap", TP_USED, skel->progs.btf_map_pages, skel->progs.raw_map_pages },
 		{ "page_fault_user", "exceptions", TP_USED, skel->progs.btf_fault_user, skel->progs.raw_fault_user },
 		{ "page_fault_kernel", "exceptions", TP_USED, skel->progs.btf_fault_kernel, skel->progs.raw_fault_kernel },
+		{ "sys_enter", "raw_syscalls", TP_USED, skel->progs.btf_read_syscall, skel->progs.raw_read_syscall },
 	};
 
 	memcpy(tps, table, sizeof(table));
