@@ -398,3 +398,51 @@ def test_batch_returned_without_its_tracepoint(data_dir, tmp_path, call):
     # program read nothing from storage itself.
     assert trace.kind_set(f, "access") == set(range(2 * IN_FLIGHT_PAGES))
     assert trace.kind_set(f, "read") == set()
+
+
+# --- reads held by blk-throttle -----------------------------------------
+
+def trace_v1(log, *command):
+    """trace -x (pid tid comm cause dev ino after the offset) of COMMAND."""
+    proc = subprocess.run([TRACE, "-x", "-o", str(log), "-c", *command], capture_output=True,
+                          text=True, errors="surrogateescape", timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return Trace(log.read_text(errors="surrogateescape"))
+
+
+def causes(trace, path):
+    """(comm, cause) of PATH's records."""
+    return {(extra[2], extra[3]) for _, p, _, extra in trace.records if p == path}
+
+
+@contextlib.contextmanager
+def slow_cgroup_and_cold_file(data_dir, name):
+    """A cold 1 MiB file and a cgroup that reads it at 512 KiB/s; yields
+    (path, cgroup), and checks that the limit applied to its reads."""
+    f = os.path.join(data_dir, name)
+    write_file(f, 1 * MiB)
+    evict(f)
+    limits = throttle.parse_limits("riops=1000,rbps=512K")
+    with throttle.Cgroup(limits, throttle.disks_of([f]), "test") as cgroup:
+        yield f, cgroup
+        assert cgroup.counts()[1] >= 1 * MiB
+
+
+def test_reads_held_by_blk_throttle_are_credited(data_dir, tmp_path):
+    """blk-throttle's worker submits the bios it held: they are the traced
+    command's when they are its cgroup's (cause '-', no thread to ask)."""
+    with slow_cgroup_and_cold_file(data_dir, "throttled.bin") as (f, cgroup):
+        with cgroup.spawning():
+            trace = trace_v1(tmp_path / "t.log", f"cat {f} > /dev/null")
+    assert trace.page_set(f) == cached_since_eviction(f)
+    # Some bios were held and credited: submitted by a kworker, cause '-'.
+    assert any(comm.startswith("kworker") and cause == "-" for comm, cause in causes(trace, f))
+
+
+def test_throttled_reads_of_another_cgroup_are_not_credited(data_dir, tmp_path):
+    with slow_cgroup_and_cold_file(data_dir, "theirs.bin") as (f, cgroup):
+        with cgroup.spawning():
+            other = subprocess.Popen(["sh", "-c", f"sleep 0.5; cat {f} > /dev/null"])
+        trace = trace_v1(tmp_path / "t.log", "sleep 3")
+        assert other.wait(timeout=30) == 0
+    assert trace.page_set(f) == set()

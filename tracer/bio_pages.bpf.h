@@ -116,6 +116,7 @@ struct bio_walk {
 	__u64 ts_ns;
 	struct page_run run;
 	struct read_context hint;	/* the thread's, as it was when the bio was queued */
+	__u32 unexplained_cause;	/* trace: the cause when the hint explains nothing */
 };
 
 /*

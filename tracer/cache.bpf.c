@@ -80,6 +80,12 @@ static __always_inline void on_path_lost(void)
 	add(CACHE_LOST_PATH, 1);
 }
 
+/* Misses are counted by any task's reads: nothing to know of a new thread. */
+static __always_inline void on_thread_traced(struct task_struct *task)
+{
+	(void)task;
+}
+
 static __always_inline void on_task_lost(void)
 {
 	add(CACHE_LOST_TASKS, 1);

@@ -119,6 +119,30 @@ static int select_programs(struct tracepoint_progs *tps, bool use_btf, bool *wan
 	return missing_required ? -1 : 0;
 }
 
+/*
+ * The address of a kernel function, from /proc/kallsyms; 0 when the kernel
+ * lacks it or hides addresses (kptr_restrict). Used to recognise
+ * blk-throttle's worker (trace.bpf.c: throttled_for_traced).
+ */
+static __u64 kernel_function_address(const char *name)
+{
+	FILE *f = fopen("/proc/kallsyms", "r");
+	char line[256], symbol[128], type;
+	unsigned long long address;
+	__u64 found = 0;
+
+	if (!f)
+		return 0;
+	while (!found && fgets(line, sizeof(line), f)) {
+		if (strstr(line, name) &&
+		    sscanf(line, "%llx %c %127s", &address, &type, symbol) == 3 &&
+		    (type == 't' || type == 'T') && strcmp(symbol, name) == 0)
+			found = address;
+	}
+	fclose(f);
+	return found;
+}
+
 int libbpf_print(enum libbpf_print_level level, const char *format, va_list args)
 {
 	if (level == LIBBPF_DEBUG && !opts.verbose)
@@ -173,6 +197,7 @@ static struct trace_bpf *open_and_load(bool use_btf, int *err)
 		*err = -ENOENT;
 		goto fail;
 	}
+	skel->rodata->throttle_dispatch_fn = kernel_function_address("blk_throtl_dispatch_work_fn");
 	bpf_map__set_max_entries(skel->maps.events, opts.ringbuf_bytes);
 	if (opts.page_states)
 		bpf_map__set_max_entries(skel->maps.page_states, opts.page_states);

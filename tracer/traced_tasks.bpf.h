@@ -3,7 +3,8 @@
  * Which threads are traced: every thread (trace_all), or those in
  * traced_tids, which user space seeds (a command it starts, a process it
  * adopts) and sched_process_fork/exit keep up to date. Shared by trace and
- * cachetop. The includer defines on_task_lost() (traced_tids full).
+ * cachetop. The includer defines on_task_lost() (traced_tids full) and
+ * on_thread_traced() (a thread seen traced for the first time).
  *
  * A traced thread also gets task-local storage (thread_states) at its first
  * event, where trace keeps its read context (why its next read happens).
@@ -44,6 +45,8 @@ struct {
 
 /* Defined by the includer. */
 static __always_inline void on_task_lost(void);
+/* A thread is seen traced for the first time (at fork, or its first event). */
+static __always_inline void on_thread_traced(struct task_struct *task);
 
 static __always_inline __u32 current_tid(void)
 {
@@ -66,6 +69,7 @@ static __always_inline struct read_context *traced_thread(void)
 	tid = current_tid();
 	if (!trace_all && !bpf_map_lookup_elem(&traced_tids, &tid))
 		return NULL;
+	on_thread_traced(task);
 	return bpf_task_storage_get(&thread_states, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
 }
 
@@ -89,6 +93,7 @@ static __always_inline void follow_fork(struct task_struct *parent, struct task_
 		return;
 	if (bpf_map_update_elem(&traced_tids, &child_tid, &one, BPF_ANY))
 		on_task_lost();
+	on_thread_traced(child);
 }
 
 /* sched_process_exit (thread_states goes with the task) */
