@@ -392,6 +392,11 @@ def test_queue_depth_reads_from_several_threads(fs, tmp_path):
     log = tmp_path / "strace.log"
     subprocess.run(["strace", "-f", "-qq", "-y", "-e", "trace=pread64", "-o",
                     str(log), str(REPLAY), "--queue-depth", "4",
+                    # Reads slow enough (about 0.4 s for the 128) that all
+                    # four workers start before the first ones drain the
+                    # plan: under strace, starting a thread is slow, and
+                    # unthrottled two workers once did all the reads.
+                    "--throttle", "riops=300",
                     str(tmp_path / "t.log")], capture_output=True,
                    check=True, timeout=60)
     # Only reads of the traced file (-y names fds): the loader preads too.
