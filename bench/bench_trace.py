@@ -47,12 +47,13 @@ WORK_DIR = "/var/tmp/pagetrace-bench"
 GiB = 1 << 30
 
 
-def build_workload():
+def build_workload(name="fault-storm"):
+    """bench/NAME.c built into bench/.output/NAME; its path."""
     out = os.path.join(HERE, ".output")
     os.makedirs(out, exist_ok=True)
-    binary = os.path.join(out, "fault-storm")
+    binary = os.path.join(out, name)
     subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-o", binary,
-                    os.path.join(HERE, "fault-storm.c")], check=True)
+                    os.path.join(HERE, f"{name}.c")], check=True)
     return binary
 
 
