@@ -452,12 +452,16 @@ def test_missing_kernel_features_are_named():
     # A BTF without the kernel's tracepoint types stands in for an old kernel:
     # the tracer's own BPF object carries BTF, but no btf_trace_* typedefs.
     bpf_object = os.path.join(REPO, "tracer", ".output", "trace.bpf.o")
-    proc = run_trace("--btf", bpf_object, "--", "true", check_rc=1)
+    proc = run_trace("-x", "--btf", bpf_object, "--", "true", check_rc=1)
     for group_and_name in ("block:block_bio_queue", "sched:sched_process_fork",
                            "sched:sched_process_exit"):
         assert f"kernel lacks tracepoint {group_and_name}, which pagetrace needs" in proc.stderr
     assert "readahead:page_cache_sync_ra; the cause column will be '-'" in proc.stderr
     assert proc.stdout == ""
+    # Without -x there is no cause column, and no word about its tracepoints.
+    proc = run_trace("--btf", bpf_object, "--", "true", check_rc=1)
+    assert "kernel lacks tracepoint block:block_bio_queue, which pagetrace needs" in proc.stderr
+    assert "cause column" not in proc.stderr
     proc = run_trace("--btf", "/nonexistent/vmlinux", "--", "true", check_rc=1)
     assert "trace: --btf: /nonexistent/vmlinux: No such file or directory\n" == proc.stderr
     # The running kernel's own BTF, given explicitly, works like the default.

@@ -96,7 +96,7 @@ static int select_programs(struct tracepoint_progs *tps, bool use_btf, bool *wan
 			errmsg(NULL, "kernel lacks tracepoint %s:%s, which %s needs", tps[i].group,
 			       tps[i].name, role == TP_REQUIRED ? "pagetrace" : "--used");
 			missing_required++;
-		} else if (!present[i] && role != TP_USED) {
+		} else if (!present[i] && role != TP_USED && opts.extra) {
 			if (!opts.quiet)
 				errmsg(NULL, "kernel lacks tracepoint %s:%s; the cause column will be '-'",
 				       tps[i].group, tps[i].name);
@@ -104,8 +104,12 @@ static int select_programs(struct tracepoint_progs *tps, bool use_btf, bool *wan
 		}
 	}
 	btf__free(vmlinux);
-	/* The cause is all or nothing: a partial cause would mislead. */
-	*want_cause = missing_optional == 0;
+	/*
+	 * The cause is all or nothing: a partial cause would mislead. Only -x
+	 * prints it: without, its programs (one more on every fault and
+	 * readahead) are not loaded at all.
+	 */
+	*want_cause = opts.extra && missing_optional == 0;
 	for (int i = 0; i < NR_TRACEPOINTS; i++) {
 		enum tracepoint_role role = tps[i].role;
 		bool load = present[i] && (role == TP_REQUIRED ||
