@@ -402,9 +402,10 @@ def test_batch_returned_without_its_tracepoint(data_dir, tmp_path, call):
 
 # --- reads held by blk-throttle -----------------------------------------
 
-def trace_v1(log, *command):
-    """trace -x (pid tid comm cause dev ino after the offset) of COMMAND."""
-    proc = subprocess.run([TRACE, "-x", "-o", str(log), "-c", *command], capture_output=True,
+def trace_v1(log, *command, options=("-x",)):
+    """trace OPTIONS (by default -x: pid tid comm cause dev ino after the
+    offset) of COMMAND (-c SHELL-COMMAND, or -- ARGV...)."""
+    proc = subprocess.run([TRACE, *options, "-o", str(log), *command], capture_output=True,
                           text=True, errors="surrogateescape", timeout=120)
     assert proc.returncode == 0, proc.stderr
     return Trace(log.read_text(errors="surrogateescape"))
@@ -433,16 +434,25 @@ def test_reads_held_by_blk_throttle_are_credited(data_dir, tmp_path):
     command's when they are its cgroup's (cause '-', no thread to ask)."""
     with slow_cgroup_and_cold_file(data_dir, "throttled.bin") as (f, cgroup):
         with cgroup.spawning():
-            trace = trace_v1(tmp_path / "t.log", f"cat {f} > /dev/null")
+            trace = trace_v1(tmp_path / "t.log", "-c", f"cat {f} > /dev/null")
     assert trace.page_set(f) == cached_since_eviction(f)
     # Some bios were held and credited: submitted by a kworker, cause '-'.
     assert any(comm.startswith("kworker") and cause == "-" for comm, cause in causes(trace, f))
+
+
+def test_held_reads_of_a_command_without_a_shell_are_credited(data_dir, tmp_path):
+    """Without -x the thread's own programs are few: the command's first
+    read may be held before any of them ran. Its exec notes its cgroup."""
+    with slow_cgroup_and_cold_file(data_dir, "direct.bin") as (f, cgroup):
+        with cgroup.spawning():
+            trace = trace_v1(tmp_path / "t.log", "--", "cat", f, options=())
+    assert trace.page_set(f) == cached_since_eviction(f)
 
 
 def test_throttled_reads_of_another_cgroup_are_not_credited(data_dir, tmp_path):
     with slow_cgroup_and_cold_file(data_dir, "theirs.bin") as (f, cgroup):
         with cgroup.spawning():
             other = subprocess.Popen(["sh", "-c", f"sleep 0.5; cat {f} > /dev/null"])
-        trace = trace_v1(tmp_path / "t.log", "sleep 3")
+        trace = trace_v1(tmp_path / "t.log", "-c", "sleep 3")
         assert other.wait(timeout=30) == 0
     assert trace.page_set(f) == set()

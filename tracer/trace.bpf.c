@@ -430,6 +430,14 @@ TRACEPOINT_PROGRAMS(fork, "sched_process_fork", handle_fork(parent, child),
 		    struct task_struct *parent, struct task_struct *child)
 TRACEPOINT_PROGRAMS(exit, "sched_process_exit", handle_exit(task),
 		    struct task_struct *task)
+/*
+ * A command trace starts (or any traced exec) is seen here before it reads:
+ * its state is made and its cgroup noted (on_thread_traced), so that bios
+ * blk-throttle holds from its very first read are credited. Without -x or
+ * --used no other program of the thread's own may run before such a bio.
+ */
+TRACEPOINT_PROGRAMS(exec, "sched_process_exec", (traced_thread(), 0),
+		    struct task_struct *p, pid_t old_pid, struct linux_binprm *bprm)
 TRACEPOINT_PROGRAMS(sync_ra, "page_cache_sync_ra",
 		    note_ra_trigger(inode, CAUSE_SYNC_RA), struct inode *inode)
 TRACEPOINT_PROGRAMS(async_ra, "page_cache_async_ra",

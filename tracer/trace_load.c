@@ -34,7 +34,7 @@ struct tracepoint_progs {
 	struct bpf_program *btf_prog, *raw_prog;
 };
 
-#define NR_TRACEPOINTS 13
+#define NR_TRACEPOINTS 14
 
 static void describe_tracepoints(struct trace_bpf *skel, struct tracepoint_progs *tps)
 {
@@ -42,6 +42,7 @@ static void describe_tracepoints(struct trace_bpf *skel, struct tracepoint_progs
 		{ "block_bio_queue", "block", TP_REQUIRED, skel->progs.btf_bio_queue, skel->progs.raw_bio_queue },
 		{ "sched_process_fork", "sched", TP_REQUIRED, skel->progs.btf_fork, skel->progs.raw_fork },
 		{ "sched_process_exit", "sched", TP_REQUIRED, skel->progs.btf_exit, skel->progs.raw_exit },
+		{ "sched_process_exec", "sched", TP_REQUIRED, skel->progs.btf_exec, skel->progs.raw_exec },
 		{ "page_cache_sync_ra", "readahead", TP_CAUSE, skel->progs.btf_sync_ra, skel->progs.raw_sync_ra },
 		{ "page_cache_async_ra", "readahead", TP_CAUSE, skel->progs.btf_async_ra, skel->progs.raw_async_ra },
 		{ "page_cache_ra_unbounded", "readahead", TP_CAUSE, skel->progs.btf_ra_unbounded, skel->progs.raw_ra_unbounded },
