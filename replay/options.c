@@ -36,6 +36,8 @@ static const char doc[] =
 "  replay --queue-depth 8 --max-request 256K reads.log\n"
 "  sudo replay --throttle riops=150 reads.log   as on a 150-IOPS disk\n"
 "  sudo replay --device-profile cloud-3000 --sorted reads.log\n"
+"  sudo replay --cgroup /sys/fs/cgroup/slow reads.log\n"
+"                                          timed inside your own cgroup\n"
 "  trace -- app | replay --evict --json -\n"
 "\n"
 "Exit status: 0; 1 when the trace could not be read or nothing could be\n"
@@ -47,7 +49,7 @@ enum option_key {
 	OPT_SORTED = 0x100, OPT_SORT, OPT_MAX_REQUEST, OPT_NO_GROUP,
 	OPT_BUFFERED, OPT_PREFETCH, OPT_EVICT, OPT_QUEUE_DEPTH, OPT_TIMING,
 	OPT_STRICT, OPT_PLAN, OPT_USED, OPT_THROTTLE, OPT_DEVICE_PROFILE,
-	OPT_WINDOW,
+	OPT_WINDOW, OPT_CGROUP,
 };
 
 static const struct argp_option argp_options[] = {
@@ -82,6 +84,9 @@ static const struct argp_option argp_options[] = {
 	 "second (and SIZE bytes per second); root", 3},
 	{"device-profile", OPT_DEVICE_PROFILE, "NAME", 0, "--throttle with the "
 	 "limits of cloud-3000, sdcard or hdd-150 (docs/replay.md)", 3},
+	{"cgroup", OPT_CGROUP, "DIR", 0, "Join the existing cgroup DIR once "
+	 "the trace's files are open, so that its limits apply to the "
+	 "replayed reads and not to opening the files; root", 3},
 	{NULL, 0, NULL, 0, "Output:", 4},
 	{"json", 'j', NULL, 0, "Results as one JSON object on stdout", 4},
 	{"plan", OPT_PLAN, NULL, 0, "Print the request plan as CSV, do no I/O",
@@ -156,6 +161,11 @@ static void check_conflicts(struct argp_state *state)
 			   "once");
 	if (opt->plan && opt->throttle.riops)
 		argp_error(state, "--plan does no I/O: drop --throttle");
+	if (opt->plan && opt->cgroup)
+		argp_error(state, "--plan does no I/O: drop --cgroup");
+	if (opt->cgroup && opt->throttle.riops)
+		argp_error(state, "--cgroup and --throttle both choose the "
+			   "cgroup: give one");
 }
 
 /* Bad limits are said in one line, `replay: --throttle: TEXT: why`. */
@@ -245,6 +255,11 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case OPT_THROTTLE:
 	case OPT_DEVICE_PROFILE:
 		parse_throttle(state, key, arg);
+		return 0;
+	case OPT_CGROUP:
+		if (!arg[0])
+			argp_error(state, "--cgroup needs a directory");
+		opt->cgroup = arg;
 		return 0;
 	case 'h':
 		argp_state_help(state, state->out_stream, ARGP_HELP_STD_HELP);

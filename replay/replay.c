@@ -66,7 +66,8 @@ static int replay_trace(struct replay *r)
 		print_plan(r);
 		return 0;
 	}
-	if (r->opt.throttle.riops && throttle_files(r) < 0) {
+	if ((r->opt.throttle.riops && throttle_files(r) < 0) ||
+	    (r->opt.cgroup && throttle_join(r->opt.cgroup) < 0)) {
 		r->fatal = 1;   /* said why, in one line */
 		return -1;
 	}

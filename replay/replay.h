@@ -51,6 +51,7 @@ struct options {
 	int used;                 /* --used: only read pages also accessed */
 	int quiet;
 	struct throttle_limits throttle;  /* --throttle, --device-profile */
+	const char *cgroup;       /* --cgroup DIR: joined before the reads */
 };
 
 struct extent {

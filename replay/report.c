@@ -129,6 +129,11 @@ void print_json(const struct replay *r)
 	       (unsigned long long)r->kind_records[TRACEFILE_KIND_MAP],
 	       (unsigned long long)r->unused_pages);
 	throttle_print_json(r);
+	fputs(", \"cgroup\": ", stdout);
+	if (r->opt.cgroup)
+		json_string(stdout, r->opt.cgroup, strlen(r->opt.cgroup));
+	else
+		fputs("null", stdout);
 	fputs("}\n", stdout);
 }
 

@@ -55,6 +55,10 @@ int throttle_files(struct replay *r);
  * Returns 0, or -1 after one error line (nothing is left behind). */
 int throttle_begin(const struct throttle_limits *lim, const dev_t *disks,
 		   size_t n_disks);
+/* --cgroup DIR: moves this process into the existing cgroup DIR (of any
+ * hierarchy, v1 or v2), which is left as it is at the end. Returns 0, or
+ * -1 after a `replay: DIR: cannot join the cgroup: why` line. */
+int throttle_join(const char *dir);
 /* Reads the cgroup's read counters of the throttled disks. */
 void throttle_read_counts(struct throttle_counts *counts);
 /* Moves the process back and removes the cgroup; safe to call twice. */

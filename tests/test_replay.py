@@ -24,7 +24,7 @@ JSON_KEYS = ["tool", "format", "trace", "order", "mode", "grouped",
              "max_request_bytes", "queue_depth", "requests", "pages", "bytes",
              "files", "elapsed_s", "mib_per_s", "mean_request_bytes", "seeks",
              "seek_distance_bytes", "skipped", "used", "trace_records",
-             "unused_pages", "throttle"]
+             "unused_pages", "throttle", "cgroup"]
 SKIP_KEYS = ["missing", "not_regular", "short_file", "malformed",
              "bad_offset", "special_path", "odirect_refused", "io_error"]
 

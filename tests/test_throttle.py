@@ -286,6 +286,128 @@ def test_replay_without_blk_throttle(readable_file):
     no_cgroup_left(result)
 
 
+# --- --cgroup DIR: an existing cgroup, joined once the files are open --
+
+def blkio_hierarchy():
+    """Where the v1 blkio hierarchy is mounted (from /proc/mounts)."""
+    with open("/proc/mounts") as f:
+        for line in f:
+            _, point, fstype, options = line.split()[:4]
+            if fstype == "cgroup" and "blkio" in options.split(","):
+                return point
+    pytest.fail("no cgroup v1 blkio hierarchy mounted", pytrace=False)
+
+
+@pytest.fixture
+def own_cgroup(loopfs):
+    """A cgroup made by the test, with a limit on the loop device far above
+    what the test reads (blk-throttle counts a cgroup's bios on a device
+    only while it has a limit there); removed afterwards."""
+    path = os.path.join(blkio_hierarchy(), f"pagetrace-test-own.{os.getpid()}")
+    os.mkdir(path)
+    rdev = os.stat(loopfs[1]).st_rdev
+    with open(os.path.join(path, "blkio.throttle.read_iops_device"), "w") as f:
+        f.write(f"{os.major(rdev)}:{os.minor(rdev)} 1000000")
+    yield path
+    for _ in range(100):
+        try:
+            os.rmdir(path)
+            break
+        except OSError:
+            time.sleep(0.01)
+
+
+def cgroup_reads(path, loop):
+    """The reads the kernel charged to the cgroup on LOOP."""
+    rdev = os.stat(loop).st_rdev
+    with open(os.path.join(path, "blkio.throttle.io_serviced")) as f:
+        for line in f:
+            fields = line.split()
+            if fields[:2] == [f"{os.major(rdev)}:{os.minor(rdev)}", "Read"]:
+                return int(fields[2])
+    return 0
+
+
+def test_replay_joins_own_cgroup_after_opening_files(loopfs, own_cgroup, tmp_path):
+    """Opening 60 files in 30 fresh directories after a cache drop reads
+    directories and inodes; those reads must not be charged to the cgroup,
+    only the 60 single-page O_DIRECT reads of the replay itself."""
+    data, loop = loopfs
+    mnt = os.path.dirname(data)
+    paths = []
+    for d in range(30):
+        os.makedirs(os.path.join(mnt, f"own{d:02}"), exist_ok=True)
+        for i in range(2):
+            paths.append(os.path.join(mnt, f"own{d:02}", f"f{i}"))
+            loopimg.write_file(paths[-1], PAGE, seed=d * 2 + i)
+    trace = tmp_path / "t.log"
+    with open(trace, "w") as f:
+        f.write("# pagetrace-format: 1\n# page-size: 4096\n")
+        f.writelines(f"{1_700_000_000_000_000 + i} {p} 0\n" for i, p in enumerate(paths))
+    loopimg.run("umount", mnt)
+    loopimg.run("mount", loop, mnt)
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("3")
+    before_device, before_cgroup = reads_completed(loop), cgroup_reads(own_cgroup, loop)
+    result = run([REPLAY, "-j", "--no-group", "--cgroup", own_cgroup, trace])
+    assert result.returncode == 0, result.stderr
+    assert json.loads(result.stdout)["cgroup"] == own_cgroup
+    assert cgroup_reads(own_cgroup, loop) - before_cgroup == len(paths)
+    # The opening did read the device (else the test shows nothing).
+    assert reads_completed(loop) - before_device > len(paths)
+    assert os.path.isdir(own_cgroup)          # left as it was
+
+
+def test_replay_own_cgroup_limit_applies(loopfs, own_cgroup, tmp_path):
+    data, loop = loopfs
+    rdev = os.stat(loop).st_rdev
+    with open(os.path.join(own_cgroup, "blkio.throttle.read_iops_device"), "w") as f:
+        f.write(f"{os.major(rdev)}:{os.minor(rdev)} 100")
+    trace = write_trace(tmp_path / "t.log", data, 60)
+    start = time.monotonic()
+    result = run([REPLAY, "-q", "--no-group", "--cgroup", own_cgroup, trace])
+    assert result.returncode == 0, result.stderr
+    # 60 reads at 100 per second, less the first slice's budget (0.1 s).
+    assert time.monotonic() - start >= 0.45
+
+
+@pytest.mark.parametrize("target, why", [
+    ("missing", "No such file or directory"),
+    ("plain-dir", "not a cgroup directory (it has no cgroup.procs)"),
+    ("file", "not a directory"),
+])
+def test_replay_cgroup_that_cannot_be_joined(loopfs, tmp_path, target, why):
+    trace = write_trace(tmp_path / "t.log", loopfs[0], 4)
+    where = tmp_path / target
+    if target == "plain-dir":
+        where.mkdir()
+    elif target == "file":
+        where.write_text("")
+    before = reads_completed(loopfs[1])
+    result = run([REPLAY, "-q", "--cgroup", where, trace])
+    assert result.returncode == 1
+    assert one_line(result.stderr) == f"replay: {where}: cannot join the cgroup: {why}"
+    assert reads_completed(loopfs[1]) == before      # nothing replayed
+
+
+def test_replay_cgroup_not_root(own_cgroup, readable_file):
+    result = as_nobody(REPLAY, "-q", "--cgroup", own_cgroup, readable_file[1])
+    assert result.returncode == 1
+    assert one_line(result.stderr) == (f"replay: {own_cgroup}: cannot join the cgroup: "
+                                       "Permission denied (needs root)")
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--throttle", "riops=10"], "--cgroup and --throttle both choose the cgroup"),
+    (["--plan"], "--plan does no I/O: drop --cgroup"),
+])
+def test_replay_cgroup_conflicts(loopfs, own_cgroup, tmp_path, args, message):
+    trace = write_trace(tmp_path / "t.log", loopfs[0], 4)
+    result = run([REPLAY, "--cgroup", own_cgroup, *args, trace])
+    assert result.returncode == 2
+    assert message in result.stderr.splitlines()[0]
+
+
 def fake_mountinfo(tmp_path, lines):
     path = tmp_path / "mountinfo"
     path.write_text("".join(f"{i + 20} 1 0:{i + 30} / {line}\n"
