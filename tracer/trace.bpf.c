@@ -116,7 +116,9 @@ static __always_inline __u64 io_css_of(struct task_struct *task)
 	if (!bpf_core_enum_value_exists(enum cgroup_subsys_id, io_cgrp_id) || !cgroups)
 		return 0;
 	id = bpf_core_enum_value(enum cgroup_subsys_id, io_cgrp_id);
-	if (id < 0 || id >= 16)
+	/* CGROUP_SUBSYS_COUNT is a #define, so the array's length comes from
+	 * the running kernel's BTF, relocated to a constant at load. */
+	if (id < 0 || id >= bpf_core_field_size(cgroups->subsys) / sizeof(cgroups->subsys[0]))
 		return 0;
 	bpf_core_read(&css, sizeof(css), &cgroups->subsys[id]);
 	return css;
