@@ -26,6 +26,8 @@ block layer merges them, so a cold run whose bios merge pays for more
 reads than the device sees, and replay (one bio a request) does not.
 
 Run as root:  sudo bench/bench_metadata_start.py [--rounds 5] [--iops 2000]
+              sudo bench/bench_metadata_start.py --filesystems ext4 \
+                   --ext4-options inode_readahead_blks=0
 """
 import argparse
 import json
@@ -51,9 +53,17 @@ def run(*cmd, **kw):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
 
 
-def cold(device, mountpoint):
+# Mount options per filesystem (--ext4-options).
+MOUNT_OPTIONS = {"ext4": "defaults", "xfs": "defaults"}
+
+
+def mount(device, mountpoint, fstype):
+    run("mount", "-t", fstype, "-o", MOUNT_OPTIONS[fstype], device, mountpoint)
+
+
+def cold(device, mountpoint, fstype):
     run("umount", mountpoint)
-    run("mount", device, mountpoint)
+    mount(device, mountpoint, fstype)
     run("sync")
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3")
@@ -122,14 +132,14 @@ def replay_seconds(trace):
     return json.loads(run(REPLAY, "-q", "--json", *cgroup, trace).stdout)["elapsed_s"]
 
 
-def cold_start(device, mountpoint):
-    cold(device, mountpoint)
+def cold_start(device, mountpoint, fstype):
+    cold(device, mountpoint, fstype)
     return counted(device, workload, mountpoint)
 
 
-def simulated(device, mountpoint, trace):
+def simulated(device, mountpoint, fstype, trace):
     """(replay + warm seconds, the replay's reads charged and completed)"""
-    cold(device, mountpoint)
+    cold(device, mountpoint, fstype)
     replayed, reads = counted(device, replay_seconds, trace)
     workload(mountpoint)            # warms the cache: replay's O_DIRECT reads do not
     warm = workload(mountpoint)
@@ -147,7 +157,7 @@ def measure(fstype, rounds, iops):
     device = run("losetup", "--find", "--show", "--direct-io=on", image).stdout.strip()
     try:
         run(*MKFS[fstype], device)
-        run("mount", device, mountpoint)
+        mount(device, mountpoint, fstype)
         rng = random.Random(7)
         for d in range(DIRS):
             os.mkdir(os.path.join(mountpoint, f"d{d:03}"))
@@ -155,7 +165,7 @@ def measure(fstype, rounds, iops):
             with open(os.path.join(mountpoint, f"d{i % DIRS:03}", f"f{i:05}"), "wb") as f:
                 f.write(rng.randbytes(rng.randint(1, 12 << 10)))
         throttle(device, iops)
-        cold(device, mountpoint)
+        cold(device, mountpoint, fstype)
         full = os.path.join(workdir, "trace.log")
         run(TRACE, "-q", "-o", full, "-c", f"find {mountpoint} -type f | xargs cat > /dev/null")
         files_only = os.path.join(workdir, "files.log")
@@ -163,9 +173,10 @@ def measure(fstype, rounds, iops):
             dst.writelines(line for line in src if line.split(" ", 2)[1:2] != [device])
         times = {"cold": [], "simulated": [], "simulated, files only": []}
         reads = {name: [] for name in times}
-        steps = [("cold", lambda: cold_start(device, mountpoint)),
-                 ("simulated", lambda: simulated(device, mountpoint, full)),
-                 ("simulated, files only", lambda: simulated(device, mountpoint, files_only))]
+        steps = [("cold", lambda: cold_start(device, mountpoint, fstype)),
+                 ("simulated", lambda: simulated(device, mountpoint, fstype, full)),
+                 ("simulated, files only",
+                  lambda: simulated(device, mountpoint, fstype, files_only))]
         for r in range(rounds):
             for name, step in steps[r % 3:] + steps[:r % 3]:
                 seconds, counts = step()
@@ -188,9 +199,20 @@ def measure(fstype, rounds, iops):
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--ext4-options", default="defaults", metavar="OPTS",
+                        help="mount options of the ext4 image (say inode_readahead_blks=0: "
+                        "then ext4 issues no inode-table readahead, whose single-block "
+                        "bios blk-throttle charges one by one before the block layer "
+                        "merges them)")
+    parser.add_argument("--filesystems", default="ext4,xfs",
+                        help="comma-separated, from ext4 and xfs (default both)")
     parser.add_argument("--iops", type=int, default=2000,
                         help="read IOPS limit on the loop device (0: none)")
     args = parser.parse_args()
+    filesystems = [f.strip() for f in args.filesystems.split(",")]
+    if not filesystems or any(f not in MKFS for f in filesystems):
+        sys.exit("bench_metadata_start: --filesystems: give ext4, xfs or both")
+    MOUNT_OPTIONS["ext4"] = args.ext4_options
     if os.geteuid() != 0:
         sys.exit("bench_metadata_start: needs root (loop devices, mounts, drop_caches)")
     os.makedirs(WORK_DIR, exist_ok=True)
@@ -198,7 +220,7 @@ def main():
              "| mean × cold (95% CI) | reads charged / completed (median) "
              "| trace records (metadata) |",
              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
-    for fstype in ("ext4", "xfs"):
+    for fstype in filesystems:
         times, reads, metadata, records = measure(fstype, args.rounds, args.iops)
         for name, secs in times.items():
             ratios = [s / c for s, c in zip(secs, times["cold"])]
