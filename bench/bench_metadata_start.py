@@ -7,7 +7,8 @@ the simulation missed the real cold start by 2.35%. Here the workload is
 `find DIR -type f | xargs cat` over 3,000 small files in 100 directories on
 a fresh ext4 (4 KiB blocks) and xfs image, on a loop device with direct I/O
 (so reads reach the disk under /var/tmp, not the image file's page cache).
-The workload and replay run in a blkio cgroup (v1) that limits reads from
+The workload and replay run in a blk-throttle cgroup (pagetrace.throttle:
+v2 io.max, else v1 blkio.throttle) that limits reads from
 the loop device to --iops per second (default 2,000, a modest SSD): I/O time
 then dominates and does not swing with what else the shared disk is doing.
 
@@ -30,6 +31,8 @@ Run as root:  sudo bench/bench_metadata_start.py [--rounds 5] [--iops 2000]
                    --ext4-options inode_readahead_blks=0
 """
 import argparse
+import collections
+import contextlib
 import json
 import os
 import random
@@ -53,138 +56,137 @@ def run(*cmd, **kw):
     return subprocess.run(cmd, check=True, capture_output=True, text=True, **kw)
 
 
+sys.path.insert(0, os.path.join(REPO, "analysis"))
+from pagetrace import throttle  # noqa: E402  (standard library only)
+from pagetrace.stats import mean_ci  # noqa: E402
+
 # Mount options per filesystem (--ext4-options).
 MOUNT_OPTIONS = {"ext4": "defaults", "xfs": "defaults"}
 
+# One filesystem image under test; cgroup: the throttle.Cgroup whose
+# blk-throttle limits the loop device's reads, or None (--iops 0).
+Image = collections.namedtuple("Image", "device mountpoint fstype cgroup")
 
-def mount(device, mountpoint, fstype):
-    run("mount", "-t", fstype, "-o", MOUNT_OPTIONS[fstype], device, mountpoint)
+
+def mount(image):
+    run("mount", "-t", image.fstype, "-o", MOUNT_OPTIONS[image.fstype], image.device,
+        image.mountpoint)
 
 
-def cold(device, mountpoint, fstype):
-    run("umount", mountpoint)
-    mount(device, mountpoint, fstype)
+def cold(image):
+    run("umount", image.mountpoint)
+    mount(image)
     run("sync")
     with open("/proc/sys/vm/drop_caches", "w") as f:
         f.write("3")
 
 
-CGROUP = "/sys/fs/cgroup/blkio/pagetrace-metadata-bench"
-sys.path.insert(0, os.path.join(REPO, "analysis"))
-from pagetrace.stats import mean_ci  # noqa: E402  (standard library only)
-
-
-def throttled(argv):
-    """ARGV run inside the throttled cgroup (when there is one)."""
-    if not os.path.isdir(CGROUP):
-        return argv
-    return ["sh", "-c", f'echo $$ > {CGROUP}/cgroup.procs && exec "$@"', "sh", *argv]
-
-
-def throttle(device, iops):
-    if not iops:
-        return
-    os.makedirs(CGROUP, exist_ok=True)
-    rdev = os.stat(device).st_rdev
-    with open(os.path.join(CGROUP, "blkio.throttle.read_iops_device"), "w") as f:
-        f.write(f"{os.major(rdev)}:{os.minor(rdev)} {iops}")
-
-
-def read_counts(device):
-    """(reads the throttle charged to the cgroup on DEVICE, reads the device
-    completed): blk-throttle charges each bio before the block layer merges
-    bios into requests, so the first can exceed the second (/proc/diskstats)."""
-    rdev = os.stat(device).st_rdev
-    charged = 0
-    if os.path.isdir(CGROUP):
-        with open(os.path.join(CGROUP, "blkio.throttle.io_serviced")) as f:
-            for line in f:
-                if line.split()[:2] == [f"{os.major(rdev)}:{os.minor(rdev)}", "Read"]:
-                    charged = int(line.split()[2])
+def read_counts(image):
+    """(reads blk-throttle charged to the cgroup on the loop device, reads the
+    device completed): the throttle charges each bio before the block layer
+    merges bios into requests, so the first can exceed the second
+    (/proc/diskstats)."""
+    charged = image.cgroup.counts()[0] if image.cgroup else 0
     with open("/proc/diskstats") as f:
         completed = next(int(line.split()[3]) for line in f
-                         if line.split()[2] == os.path.basename(device))
+                         if line.split()[2] == os.path.basename(image.device))
     return charged, completed
 
 
-def counted(device, fn, *args):
-    """FN(*ARGS), and the reads charged and completed on DEVICE meanwhile."""
-    before = read_counts(device)
+def counted(image, fn, *args):
+    """FN(*ARGS), and the reads charged and completed meanwhile."""
+    before = read_counts(image)
     result = fn(*args)
-    after = read_counts(device)
+    after = read_counts(image)
     return result, (after[0] - before[0], after[1] - before[1])
 
 
-def workload(mountpoint):
+def workload(image):
+    """Seconds of `find | xargs cat` over the image, started in its cgroup."""
     start = time.perf_counter()
-    subprocess.run(throttled(["sh", "-c", f"find {mountpoint} -type f | xargs cat > /dev/null"]),
-                   check=True)
+    with image.cgroup.spawning() if image.cgroup else contextlib.nullcontext():
+        proc = subprocess.Popen(["sh", "-c", f"find {image.mountpoint} -type f | "
+                                 "xargs cat > /dev/null"])
+    if proc.wait() != 0:
+        raise RuntimeError(f"the workload exited with status {proc.returncode}")
     return time.perf_counter() - start
 
 
-def replay_seconds(trace):
+def replay_seconds(image, trace):
     # --cgroup: replay joins the throttled cgroup once it has opened the
     # trace's files. Started inside it, the 200 or so directory and inode
     # reads of that opening would use up the budget blk-throttle grants a
     # cgroup at the start of a time slice, which the cold run gets for its
     # own first reads (docs/replay.md, "Your own cgroup").
-    cgroup = ["--cgroup", CGROUP] if os.path.isdir(CGROUP) else []
+    cgroup = ["--cgroup", image.cgroup.dir] if image.cgroup else []
     return json.loads(run(REPLAY, "-q", "--json", *cgroup, trace).stdout)["elapsed_s"]
 
 
-def cold_start(device, mountpoint, fstype):
-    cold(device, mountpoint, fstype)
-    return counted(device, workload, mountpoint)
+def cold_start(image):
+    cold(image)
+    return counted(image, workload, image)
 
 
-def simulated(device, mountpoint, fstype, trace):
+def simulated(image, trace):
     """(replay + warm seconds, the replay's reads charged and completed)"""
-    cold(device, mountpoint, fstype)
-    replayed, reads = counted(device, replay_seconds, trace)
-    workload(mountpoint)            # warms the cache: replay's O_DIRECT reads do not
-    warm = workload(mountpoint)
+    cold(image)
+    replayed, reads = counted(image, replay_seconds, image, trace)
+    workload(image)                 # warms the cache: replay's O_DIRECT reads do not
+    warm = workload(image)
     print(f"bench_metadata_start:   replay {replayed:.3f} s + warm {warm:.3f} s",
           file=sys.stderr)
     return replayed + warm, reads
 
 
+def fill(mountpoint):
+    rng = random.Random(7)
+    for d in range(DIRS):
+        os.mkdir(os.path.join(mountpoint, f"d{d:03}"))
+    for i in range(FILES):
+        with open(os.path.join(mountpoint, f"d{i % DIRS:03}", f"f{i:05}"), "wb") as f:
+            f.write(rng.randbytes(rng.randint(1, 12 << 10)))
+
+
+def rounds_of(image, rounds, full, files_only):
+    """Times and read counts of each variant, the order rotating by round."""
+    times = {"cold": [], "simulated": [], "simulated, files only": []}
+    reads = {name: [] for name in times}
+    steps = [("cold", lambda: cold_start(image)),
+             ("simulated", lambda: simulated(image, full)),
+             ("simulated, files only", lambda: simulated(image, files_only))]
+    for r in range(rounds):
+        for name, step in steps[r % 3:] + steps[:r % 3]:
+            seconds, counts = step()
+            times[name].append(seconds)
+            reads[name].append(counts)
+            print(f"bench_metadata_start: {image.fstype} round {r + 1}/{rounds} {name}: "
+                  f"{seconds:.3f} s, {counts[0]} reads charged, {counts[1]} completed",
+                  file=sys.stderr)
+    return times, reads
+
+
 def measure(fstype, rounds, iops):
     workdir = tempfile.mkdtemp(prefix="metadata-start-", dir=WORK_DIR)
-    image, mountpoint = os.path.join(workdir, "fs.img"), os.path.join(workdir, "mnt")
+    image_file, mountpoint = os.path.join(workdir, "fs.img"), os.path.join(workdir, "mnt")
     os.mkdir(mountpoint)
-    with open(image, "wb") as f:
+    with open(image_file, "wb") as f:
         f.truncate(512 << 20)
-    device = run("losetup", "--find", "--show", "--direct-io=on", image).stdout.strip()
+    device = run("losetup", "--find", "--show", "--direct-io=on", image_file).stdout.strip()
+    image = Image(device, mountpoint, fstype, None)
     try:
         run(*MKFS[fstype], device)
-        mount(device, mountpoint, fstype)
-        rng = random.Random(7)
-        for d in range(DIRS):
-            os.mkdir(os.path.join(mountpoint, f"d{d:03}"))
-        for i in range(FILES):
-            with open(os.path.join(mountpoint, f"d{i % DIRS:03}", f"f{i:05}"), "wb") as f:
-                f.write(rng.randbytes(rng.randint(1, 12 << 10)))
-        throttle(device, iops)
-        cold(device, mountpoint, fstype)
+        mount(image)
+        fill(mountpoint)
+        cold(image)
         full = os.path.join(workdir, "trace.log")
         run(TRACE, "-q", "-o", full, "-c", f"find {mountpoint} -type f | xargs cat > /dev/null")
         files_only = os.path.join(workdir, "files.log")
         with open(full) as src, open(files_only, "w") as dst:
             dst.writelines(line for line in src if line.split(" ", 2)[1:2] != [device])
-        times = {"cold": [], "simulated": [], "simulated, files only": []}
-        reads = {name: [] for name in times}
-        steps = [("cold", lambda: cold_start(device, mountpoint, fstype)),
-                 ("simulated", lambda: simulated(device, mountpoint, fstype, full)),
-                 ("simulated, files only",
-                  lambda: simulated(device, mountpoint, fstype, files_only))]
-        for r in range(rounds):
-            for name, step in steps[r % 3:] + steps[:r % 3]:
-                seconds, counts = step()
-                times[name].append(seconds)
-                reads[name].append(counts)
-                print(f"bench_metadata_start: {fstype} round {r + 1}/{rounds} {name}: "
-                      f"{seconds:.3f} s, {counts[0]} reads charged, {counts[1]} completed",
-                      file=sys.stderr)
+        limited = throttle.Cgroup(throttle.Limits(iops, 0, None), [os.stat(device).st_rdev],
+                                  "metadata-bench") if iops else contextlib.nullcontext()
+        with limited as cgroup:
+            times, reads = rounds_of(image._replace(cgroup=cgroup), rounds, full, files_only)
         with open(full) as f:
             records = [line.split(" ", 2)[1] for line in f if not line.startswith("#")]
         return times, reads, sum(1 for p in records if p == device), len(records)
@@ -192,8 +194,6 @@ def measure(fstype, rounds, iops):
         subprocess.run(["umount", mountpoint], capture_output=True)
         subprocess.run(["losetup", "-d", device], capture_output=True)
         subprocess.run(["rm", "-rf", workdir])
-        if os.path.isdir(CGROUP):
-            os.rmdir(CGROUP)
 
 
 def main():
