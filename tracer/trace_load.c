@@ -202,7 +202,10 @@ static struct trace_bpf *open_and_load(bool use_btf, int *err)
 		*err = -ENOENT;
 		goto fail;
 	}
-	skel->rodata->throttle_dispatch_fn = kernel_function_address("blk_throtl_dispatch_work_fn");
+	/* -a credits every bio already: no need to scan /proc/kallsyms. */
+	if (!opts.all)
+		skel->rodata->throttle_dispatch_fn =
+			kernel_function_address("blk_throtl_dispatch_work_fn");
 	bpf_map__set_max_entries(skel->maps.events, opts.ringbuf_bytes);
 	if (opts.page_states)
 		bpf_map__set_max_entries(skel->maps.page_states, opts.page_states);
