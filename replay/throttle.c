@@ -213,6 +213,12 @@ static int enable_io(const struct hierarchy *h)
 	return 0;
 }
 
+/* The hint added to a refused cgroup write: cgroupfs refuses non-root so. */
+static const char *needs_root(int err)
+{
+	return err == EACCES || err == EPERM || err == EROFS ? " (needs root)" : "";
+}
+
 static int create_cgroup(const struct hierarchy *h)
 {
 	snprintf(cg.dir, sizeof(cg.dir), "%s/pagetrace-%.32s.%ld", h->point,
@@ -222,8 +228,7 @@ static int create_cgroup(const struct hierarchy *h)
 		int err = errno;
 
 		errmsg("--throttle", "cannot create the cgroup %s: %s%s", cg.dir,
-		       errmsg_strerror(err), err == EACCES || err == EPERM ||
-		       err == EROFS ? " (needs root)" : "");
+		       errmsg_strerror(err), needs_root(err));
 		return -1;
 	}
 	cg.created = 1;
@@ -311,7 +316,7 @@ int throttle_join(const char *dir)
 		return 0;
 	err = errno;
 	errmsg(dir, "cannot join the cgroup: %s%s", errmsg_strerror(err),
-	       err == EACCES || err == EPERM ? " (needs root)" : "");
+	       needs_root(err));
 	return -1;
 }
 
