@@ -177,11 +177,11 @@ static __always_inline void add_segment(struct bio_walk *walk, struct page *page
 	/*
 	 * A large folio's tail page points at its head with bit 0 of
 	 * compound_head set (stable since v2.6; v5.16 "mm: Add folio type" made
-	 * the head a struct folio with the same layout): the words that count
-	 * are the head's.
+	 * the head a struct folio with the same layout; core_fixes.bpf.h reads
+	 * v7.x's compound_info): the words that count are the head's.
 	 */
 	if (w.compound_head & 1) {
-		folio = (struct folio *)(w.compound_head - 1);
+		folio = (struct folio *)compound_head_of((unsigned long)page, w.compound_head);
 		read_page_words(folio, &w);
 	}
 	/* A slab page's mapping word is the slab's own: never read it as one. */
@@ -231,11 +231,13 @@ static long walk_one_bvec(__u32 i, struct bio_walk *walk)
  * bio is cut short; loading takes about a second longer). User space probes
  * for the helper and sets use_bpf_loop (page_access.bpf.h); the verifier then
  * drops the branch not taken, so neither path needs the other's support.
+ * Kernels before v5.13 ("bpf: Add bpf_for_each_map_elem() helper" brought
+ * BPF_PSEUDO_FUNC) refuse even a dead reference to a callback, so a program
+ * for them is built with @may_loop false, which leaves the branch out.
  */
-
-static __always_inline void walk_bio(struct bio_walk *walk)
+static __always_inline void walk_bio(struct bio_walk *walk, bool may_loop)
 {
-	if (use_bpf_loop) {
+	if (may_loop && use_bpf_loop) {
 		bpf_loop(MAX_BVECS, walk_one_bvec, walk, 0);
 		return;
 	}
@@ -258,7 +260,6 @@ static __always_inline bool one_file_vector(struct bio *bio, struct bio_walk *wa
 	struct bio_vec *vec = bio->bi_io_vec;
 	struct address_space *mapping;
 	struct page_words w;
-	struct folio *folio;
 	struct inode *inode;
 	__u64 first, last;
 
@@ -272,8 +273,8 @@ static __always_inline bool one_file_vector(struct bio *bio, struct bio_walk *wa
 	read_page_words(vec->bv_page, &w);
 	if ((w.compound_head & 1) || words_are_slab(&w) || !words_being_filled(&w))
 		return false;
-	folio = (struct folio *)vec->bv_page;
-	mapping = folio->mapping;
+	/* The head page's mapping is its folio's (struct page: every kernel). */
+	mapping = vec->bv_page->mapping;
 	inode = mapping ? mapping->host : NULL;
 	if (!inode || (inode->i_mode & S_IFMT) != S_IFREG)
 		return false;
@@ -303,7 +304,7 @@ static __always_inline bool start_bio_walk(struct bio *bio, struct bio_walk *wal
 		return false;
 	walk->vecs = (__u64)BPF_CORE_READ(bio, bi_io_vec);
 	walk->idx = BPF_CORE_READ(bio, bi_iter.bi_idx);
-	walk->skip = BPF_CORE_READ(bio, bi_iter.bi_bvec_done);
+	walk->skip = bio_iter_done(bio);
 	walk->left = walk->size = BPF_CORE_READ(bio, bi_iter.bi_size);
 	walk->bio = (__u64)bio;
 	return walk->vecs && walk->left;
@@ -320,7 +321,7 @@ static __always_inline bool start_trusted_bio_walk(struct bio *bio, struct bio_w
 		return false;
 	walk->vecs = (__u64)bio->bi_io_vec;
 	walk->idx = bio->bi_iter.bi_idx;
-	walk->skip = bio->bi_iter.bi_bvec_done;
+	walk->skip = trusted_bio_iter_done(bio);
 	walk->left = walk->size = bio->bi_iter.bi_size;
 	walk->bio = (__u64)bio;
 	return walk->vecs && walk->left;

@@ -197,7 +197,7 @@ static __always_inline int handle_bio_queue(struct bio *bio)
 
 	if (!start_bio_walk(bio, &walk))
 		return 0;
-	walk_bio(&walk);
+	walk_bio(&walk, true);
 	on_read_run(&walk);	/* the last run */
 	if (walk.left)
 		add(CACHE_LOST_LONG_BIO, 1);
@@ -245,6 +245,9 @@ static __always_inline int handle_fault(struct address_space *mapping, __u64 ind
 }
 
 TRACEPOINT_PROGRAMS(bio_queue, "block_bio_queue", handle_bio_queue(bio), struct bio *bio)
+/* Before v5.11 the bio came second (trace.bpf.c). */
+TRACEPOINT_PROGRAMS(bio_queue_after_queue, "block_bio_queue", handle_bio_queue(bio),
+		    struct request_queue *q, struct bio *bio)
 TRACEPOINT_PROGRAMS(fork, "sched_process_fork", (follow_fork(parent, child), 0),
 		    struct task_struct *parent, struct task_struct *child)
 TRACEPOINT_PROGRAMS(exit, "sched_process_exit", handle_exit(task), struct task_struct *task)
@@ -256,5 +259,6 @@ TRACEPOINT_PROGRAMS(dirty, "writeback_dirty_folio", handle_dirty(folio, mapping)
 		    struct folio *folio, struct address_space *mapping)
 
 PAGE_ACCESS_PROGRAMS()
+FILEMAP_FUNCTION_PROGRAMS()
 
 char LICENSE[] SEC("license") = "GPL";

@@ -19,38 +19,27 @@
 #include <argp.h>
 #include "cache_load.h"
 #include "cache.skel.h"
-
-struct program_pair {
-	const char *tracepoint;
-	const char *group;	/* for messages */
-	struct bpf_program *btf_prog, *raw_prog;
-};
+#include "attach_choice.h"
 
 #define NR_PROGRAMS 10
 
-static void describe_programs(struct cache_bpf *skel, struct program_pair *pairs)
+static void describe_programs(struct cache_bpf *skel, struct attach_choice *choices)
 {
-	struct program_pair table[NR_PROGRAMS] = {
-		{ "block_bio_queue", "block", skel->progs.btf_bio_queue, skel->progs.raw_bio_queue },
-		{ "sched_process_fork", "sched", skel->progs.btf_fork, skel->progs.raw_fork },
-		{ "sched_process_exit", "sched", skel->progs.btf_exit, skel->progs.raw_exit },
-		{ "mm_filemap_get_pages", "filemap", skel->progs.btf_get_pages, skel->progs.raw_get_pages },
-		{ "mm_filemap_fault", "filemap", skel->progs.btf_fault, skel->progs.raw_fault },
-		{ "mm_filemap_map_pages", "filemap", skel->progs.btf_map_pages, skel->progs.raw_map_pages },
-		{ "page_fault_user", "exceptions", skel->progs.btf_fault_user, skel->progs.raw_fault_user },
-		{ "page_fault_kernel", "exceptions", skel->progs.btf_fault_kernel, skel->progs.raw_fault_kernel },
-		{ "writeback_dirty_folio", "writeback", skel->progs.btf_dirty, skel->progs.raw_dirty },
-		{ "sys_enter", "raw_syscalls", skel->progs.btf_read_syscall, skel->progs.raw_read_syscall },
+	__typeof__(skel->progs) *p = &skel->progs;
+	struct attach_choice table[NR_PROGRAMS] = {
+		ATTACH_BIO_AND_TASKS(p),
+		ATTACH_TRACEPOINT(p, "writeback_dirty_folio", "writeback", dirty),
+		ATTACH_READS_AND_FAULTS(p),
+		ATTACH_PAGE_ACCESS(p),
 	};
 
-	memcpy(pairs, table, sizeof(table));
+	memcpy(choices, table, sizeof(table));
 }
 
-/* Every tracepoint is needed; name the ones this kernel lacks. */
-static int select_programs(struct program_pair *pairs, bool use_btf)
+/* Every attach point is needed; name the ones this kernel lacks. */
+static int select_programs(struct cache_bpf *skel, struct attach_choice *choices, bool use_btf)
 {
 	struct btf *vmlinux = btf__load_vmlinux_btf();
-	char type_name[128];
 	int missing = 0;
 
 	if (!vmlinux) {
@@ -58,16 +47,19 @@ static int select_programs(struct program_pair *pairs, bool use_btf)
 		       "built with CONFIG_DEBUG_INFO_BTF=y", errmsg_strerror(errno));
 		return -1;
 	}
+	describe_programs(skel, choices);
 	for (int i = 0; i < NR_PROGRAMS; i++) {
-		snprintf(type_name, sizeof(type_name), "btf_trace_%s", pairs[i].tracepoint);
-		if (btf__find_by_name_kind(vmlinux, type_name, BTF_KIND_TYPEDEF) < 0) {
-			errmsg(NULL, "kernel lacks tracepoint %s:%s, which it needs",
-			       pairs[i].group, pairs[i].tracepoint);
+		attach_choice_find(&choices[i], vmlinux, use_btf);
+		if (!choices[i].how) {
+			errmsg(NULL, "kernel lacks tracepoint %s:%s%s, which it needs",
+			       choices[i].group, choices[i].tracepoint,
+			       choices[i].function ? ", nor its function in BTF for fentry" : "");
 			missing++;
 		}
-		bpf_program__set_autoload(pairs[i].btf_prog, use_btf);
-		bpf_program__set_autoload(pairs[i].raw_prog, !use_btf);
+		attach_choice_set_autoload(&choices[i], true);
 	}
+	skel->rodata->get_pages_takes_count =
+		!kernel_param_is_pointer(vmlinux, "filemap_get_pages", 1);
 	btf__free(vmlinux);
 	return missing ? -1 : 0;
 }
@@ -76,13 +68,19 @@ static bool verbose;
 
 static int libbpf_print(enum libbpf_print_level level, const char *format, va_list args)
 {
-	(void)level;
+	va_list copy;
+
+	if (level != LIBBPF_DEBUG) {
+		va_copy(copy, args);
+		load_failure_note(format, copy);
+		va_end(copy);
+	}
 	return verbose ? vfprintf(stderr, format, args) : 0;
 }
 
 static struct cache_bpf *open_and_load(const struct cache_load_options *o, bool use_btf, int *err)
 {
-	struct program_pair pairs[NR_PROGRAMS];
+	struct attach_choice choices[NR_PROGRAMS];
 	struct cache_bpf *skel = cache_bpf__open();
 
 	if (!skel) {
@@ -90,8 +88,7 @@ static struct cache_bpf *open_and_load(const struct cache_load_options *o, bool 
 		errmsg("opening BPF object", "%s", errmsg_strerror(errno));
 		return NULL;
 	}
-	describe_programs(skel, pairs);
-	if (select_programs(pairs, use_btf)) {
+	if (select_programs(skel, choices, use_btf)) {
 		*err = -ENOENT;
 		goto fail;
 	}
@@ -108,9 +105,14 @@ static struct cache_bpf *open_and_load(const struct cache_load_options *o, bool 
 		*err = -ENOENT;
 		goto fail;
 	}
+	skel->rodata->use_task_storage = thread_storage_fallback(skel->obj);
 	*err = cache_bpf__load(skel);
-	if (!*err)
+	if (!*err) {
+		if (verbose)
+			attach_choice_print(stderr, program_invocation_short_name, choices,
+					    NR_PROGRAMS, NULL);
 		return skel;
+	}
 fail:
 	cache_bpf__destroy(skel);
 	return NULL;
@@ -130,6 +132,9 @@ struct cache_bpf *cache_load(const struct cache_load_options *o)
 		if (err == -EPERM || (err == -EACCES && geteuid() != 0))
 			errmsg("loading BPF programs", "%s: run as root (uid %d)",
 			       errmsg_strerror(-err), (int)getuid());
+		else if (err != -ENOENT && load_failure_describe())
+			errmsg("loading BPF programs", "the kernel refused %s (rerun with -v for "
+			       "the verifier's log)", load_failure_describe());
 		else if (err != -ENOENT)
 			errmsg("loading BPF programs", "%s (rerun with -v for the verifier's log)",
 			       errmsg_strerror(-err));

@@ -12,16 +12,93 @@
 #include <bpf/bpf_helpers.h>
 
 /*
- * v6.18 "mm: introduce memdesc_flags_t" wrapped page->flags and folio->flags
- * in a one-member struct. Both layouts are a single unsigned long at the
- * field's offset, so read the word through the field's relocated address.
+ * Flavours of kernel types, for fields that were renamed or retyped. Each
+ * holds only the field it is for; libbpf matches it against the running
+ * kernel's type of the same name (the part before "___"), through anonymous
+ * unions. preserve_access_index: vmlinux.h applies it only to its own types.
  */
-static __always_inline unsigned long folio_flags_word(const struct folio *folio)
+#define CORE_FLAVOUR __attribute__((preserve_access_index))
+
+/* Before v6.18 "mm: introduce memdesc_flags_t": page->flags a plain word. */
+struct page___ulong_flags { unsigned long flags; } CORE_FLAVOUR;
+/* v7.x renamed page->compound_head to compound_info (and may store a mask). */
+struct page___compound_info { unsigned long compound_info; } CORE_FLAVOUR;
+/* Before v6.16 or so, page->index (now folio->index, page->__folio_index). */
+struct page___with_index { unsigned long index; } CORE_FLAVOUR;
+/* v6.1 to v6.12: the folio's page count is _folio_nr_pages. */
+struct folio___folio_nr_pages { unsigned int _folio_nr_pages; } CORE_FLAVOUR;
+/* v7.x renamed bvec_iter.bi_bvec_done to bi_offset (same meaning). */
+struct bvec_iter___offset { unsigned int bi_offset; } CORE_FLAVOUR;
+struct bio___offset { struct bvec_iter___offset bi_iter; } CORE_FLAVOUR;
+
+/*
+ * Offsets of the words of a struct page (and of a folio, which overlays its
+ * head page) that pagetrace reads: relocated to the running kernel's layout,
+ * whichever of the names above it has. struct page exists on every kernel;
+ * struct folio only from v5.16 "mm: Add folio type", so folio fields are
+ * asked for only where struct page lacks them.
+ */
+static __always_inline __u32 page_flags_offset(void)
+{
+	if (bpf_core_field_exists(struct page___ulong_flags, flags))
+		return bpf_core_field_offset(struct page___ulong_flags, flags);
+	return bpf_core_field_offset(struct page, flags);	/* memdesc_flags_t */
+}
+
+static __always_inline __u32 page_compound_offset(void)
+{
+	if (bpf_core_field_exists(struct page, compound_head))
+		return bpf_core_field_offset(struct page, compound_head);
+	return bpf_core_field_offset(struct page___compound_info, compound_info);
+}
+
+static __always_inline __u32 page_index_offset(void)
+{
+	if (bpf_core_field_exists(struct page___with_index, index))
+		return bpf_core_field_offset(struct page___with_index, index);
+	return bpf_core_field_offset(struct folio, index);
+}
+
+/*
+ * The head of a tail page at @page whose compound word is @word (bit 0 set).
+ * The word is the head's address + 1, except on v7.x kernels built with
+ * HugeTLB vmemmap optimisation and a power-of-2 struct page, where it is a
+ * mask + 1: high bits all ones down to the head's alignment, the rest zero
+ * (include/linux/page-flags.h, _compound_head()). A mask is what no struct
+ * page address is: a power of two once negated.
+ */
+static __always_inline unsigned long compound_head_of(unsigned long page, unsigned long word)
+{
+	unsigned long bits = word & ~1UL, negated = -bits;
+
+	if (negated && !(negated & (negated - 1)))
+		return page & bits;
+	return word - 1;
+}
+
+/* The flags word of a page or folio. */
+static __always_inline unsigned long page_flags_word(const void *page)
 {
 	unsigned long word = 0;
 
-	bpf_core_read(&word, sizeof(word), &folio->flags);
+	bpf_probe_read_kernel(&word, sizeof(word), page + page_flags_offset());
 	return word;
+}
+
+/* Bytes of the current vector a bio's iterator has done (cloned bios). */
+static __always_inline __u32 bio_iter_done(struct bio *bio)
+{
+	if (bpf_core_field_exists(bio->bi_iter.bi_bvec_done))
+		return BPF_CORE_READ(bio, bi_iter.bi_bvec_done);
+	return BPF_CORE_READ((struct bio___offset *)bio, bi_iter.bi_offset);
+}
+
+/* The same from a tp_btf program's trusted bio: a plain load. */
+static __always_inline __u32 trusted_bio_iter_done(struct bio *bio)
+{
+	if (bpf_core_field_exists(bio->bi_iter.bi_bvec_done))
+		return bio->bi_iter.bi_bvec_done;
+	return ((struct bio___offset *)bio)->bi_iter.bi_offset;
 }
 
 /*
@@ -44,17 +121,20 @@ static __always_inline __u64 page_nr_in_folio(struct page *page, struct folio *f
 
 /*
  * Pages in a folio. v6.9 "mm: add folio->_nr_pages" (64-bit) holds the count
- * in the first tail page; before it, folio_order() was the low byte of
- * _flags_1. A folio that is not PG_head is one page.
+ * in the first tail page; v6.1 to v6.12 called it _folio_nr_pages; without
+ * either, folio_order() is the low byte of _flags_1. A folio that is not
+ * PG_head is one page.
  */
 static __always_inline __u64 folio_pages(const struct folio *folio)
 {
 	unsigned long head = 1UL << bpf_core_enum_value(enum pageflags, PG_head);
 
-	if (!(folio_flags_word(folio) & head))
+	if (!(page_flags_word(folio) & head))
 		return 1;
 	if (bpf_core_field_exists(folio->_nr_pages))
 		return BPF_CORE_READ(folio, _nr_pages);
+	if (bpf_core_field_exists(struct folio___folio_nr_pages, _folio_nr_pages))
+		return BPF_CORE_READ((struct folio___folio_nr_pages *)folio, _folio_nr_pages);
 	return 1UL << (BPF_CORE_READ(folio, _flags_1) & 0xff);
 }
 
@@ -88,6 +168,35 @@ static __always_inline bool flags_uptodate(unsigned long flags_word)
 }
 
 /*
+ * Room for the one-call reads below, off the BPF stack: kernels before
+ * v6.13 ("bpf: Support private stack for bpf progs") allow 512 bytes for
+ * all frames of a call chain together, and the bio walk's chain (program,
+ * bpf_loop callback, emit function) needs its frames small. A per-CPU
+ * array lookup is inlined by the verifier on the kernels that matter for
+ * speed (v6.10 and later).
+ */
+#define READ_SCRATCH_BYTES	128
+
+struct read_scratch {
+	__u8 bytes[READ_SCRATCH_BYTES];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct read_scratch);
+} read_scratch SEC(".maps");
+
+static __always_inline __u8 *read_scratch_bytes(void)
+{
+	__u32 zero = 0;
+	struct read_scratch *scratch = bpf_map_lookup_elem(&read_scratch, &zero);
+
+	return scratch ? scratch->bytes : NULL;
+}
+
+/*
  * The words of a struct page (or folio) that the bio walk needs, read with
  * one helper call instead of one per field: the helper call is most of the
  * cost of reading a field. Offsets are the running kernel's (CO-RE); a
@@ -111,19 +220,17 @@ static __always_inline bool page_words_fit(__u32 offset, __u32 size)
 
 static __always_inline void read_page_words(const void *page, struct page_words *w)
 {
-	const struct folio *folio = page;
-	const struct page *p = page;
-	__u32 flags_at = bpf_core_field_offset(struct folio, flags);
-	__u32 head_at = bpf_core_field_offset(struct page, compound_head);
-	__u32 mapping_at = bpf_core_field_offset(struct folio, mapping);
-	__u32 index_at = bpf_core_field_offset(struct folio, index);
+	__u32 flags_at = page_flags_offset();
+	__u32 head_at = page_compound_offset();
+	__u32 mapping_at = bpf_core_field_offset(struct page, mapping);
+	__u32 index_at = page_index_offset();
 	__u32 type_at = bpf_core_field_offset(struct page, page_type);
-	__u8 buf[PAGE_WORDS_BYTES];
+	__u8 *buf = read_scratch_bytes();
 
-	if (page_words_fit(flags_at, 8) && page_words_fit(head_at, 8) &&
+	if (buf && page_words_fit(flags_at, 8) && page_words_fit(head_at, 8) &&
 	    page_words_fit(mapping_at, 8) && page_words_fit(index_at, 8) &&
 	    page_words_fit(type_at, 4)) {
-		if (bpf_probe_read_kernel(buf, sizeof(buf), page)) {
+		if (bpf_probe_read_kernel(buf, PAGE_WORDS_BYTES, page)) {
 			__builtin_memset(w, 0, sizeof(*w));
 			return;
 		}
@@ -134,12 +241,12 @@ static __always_inline void read_page_words(const void *page, struct page_words 
 		w->page_type = *(unsigned int *)(buf + type_at);
 		return;
 	}
-	w->flags = folio_flags_word(folio);
-	w->compound_head = BPF_CORE_READ(p, compound_head);
-	w->mapping = (unsigned long)BPF_CORE_READ(folio, mapping);
-	w->index = BPF_CORE_READ(folio, index);
-	w->page_type = 0;
-	bpf_core_read(&w->page_type, sizeof(w->page_type), &p->page_type);
+	__builtin_memset(w, 0, sizeof(*w));
+	bpf_probe_read_kernel(&w->flags, sizeof(w->flags), page + flags_at);
+	bpf_probe_read_kernel(&w->compound_head, sizeof(w->compound_head), page + head_at);
+	bpf_probe_read_kernel(&w->mapping, sizeof(w->mapping), page + mapping_at);
+	bpf_probe_read_kernel(&w->index, sizeof(w->index), page + index_at);
+	bpf_probe_read_kernel(&w->page_type, sizeof(w->page_type), page + type_at);
 }
 
 /* folio_is_slab(), from words already read. */
@@ -166,11 +273,11 @@ static __always_inline bool read_inode_id_words(const struct inode *inode, struc
 	__u32 sb_at = bpf_core_field_offset(struct inode, i_sb);
 	__u32 ino_at = bpf_core_field_offset(struct inode, i_ino);
 	__u32 generation_at = bpf_core_field_offset(struct inode, i_generation);
-	__u8 buf[INODE_ID_BYTES];
+	__u8 *buf = read_scratch_bytes();
 
-	if (sb_at + 8 > INODE_ID_BYTES || ino_at + 8 > INODE_ID_BYTES ||
+	if (!buf || sb_at + 8 > INODE_ID_BYTES || ino_at + 8 > INODE_ID_BYTES ||
 	    generation_at + 4 > INODE_ID_BYTES ||
-	    bpf_probe_read_kernel(buf, sizeof(buf), inode))
+	    bpf_probe_read_kernel(buf, INODE_ID_BYTES, inode))
 		return false;
 	*sb = *(struct super_block **)(buf + sb_at);
 	*ino = *(__u64 *)(buf + ino_at);
@@ -202,6 +309,33 @@ static __always_inline __u64 bio_device_byte(struct bio *bio)
 	__u64 start = BPF_CORE_READ(bio, bi_bdev, bd_start_sect);
 
 	return (sector >= start ? sector - start : sector) << 9;
+}
+
+/*
+ * The dentry whose alias list node is @node (inode->i_dentry's entries).
+ * v7.x made dentry's d_u union anonymous: d_alias is then a direct member.
+ */
+struct dentry___anonymous_d_u { struct hlist_node d_alias; } CORE_FLAVOUR;
+
+static __always_inline struct dentry *dentry_of_alias(struct hlist_node *node)
+{
+	if (bpf_core_field_exists(struct dentry, d_u))
+		return (void *)node - bpf_core_field_offset(struct dentry, d_u.d_alias);
+	return (void *)node - bpf_core_field_offset(struct dentry___anonymous_d_u, d_alias);
+}
+
+/*
+ * kthread_data(): a kernel thread's struct kthread. v5.17 "kthread:
+ * Generalize pf_io_worker so it can point to struct kthread" (Eric W.
+ * Biederman, 2021) keeps it in worker_private; before, set_child_tid held it.
+ */
+struct task_struct___set_child_tid { int *set_child_tid; } CORE_FLAVOUR;
+
+static __always_inline struct kthread *task_kthread(struct task_struct *task)
+{
+	if (bpf_core_field_exists(task->worker_private))
+		return BPF_CORE_READ(task, worker_private);
+	return (void *)BPF_CORE_READ((struct task_struct___set_child_tid *)task, set_child_tid);
 }
 
 /*

@@ -55,7 +55,7 @@ static __always_inline struct dentry *inode_dentry(struct inode *inode)
 
 	if (!first)
 		return NULL;
-	return container_of(first, struct dentry, d_u.d_alias);
+	return dentry_of_alias(first);
 }
 
 /*

@@ -35,6 +35,7 @@
 #include <bpf/bpf_core_read.h>
 #include "page_access.h"
 #include "core_fixes.bpf.h"
+#include "thread_storage.bpf.h"
 
 const volatile __u32 page_shift = 12;
 /*
@@ -81,12 +82,8 @@ struct thread_access {
 };
 
 /* Task-local storage: no hashing on the fault path, freed with the thread. */
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct thread_access);
-} thread_accesses SEC(".maps");
+THREAD_STORAGE_MAP(thread_accesses, struct thread_access);
+static const struct thread_access no_thread_access;
 
 /* Room for one xarray node's slots, too big for the BPF stack. */
 struct xa_slots {
@@ -177,7 +174,7 @@ static __always_inline bool xa_entry_is_folio(unsigned long e)
 /* next_uptodate_folio(): fault-around skips what is not uptodate, locked or marked for readahead. */
 static __always_inline bool folio_mappable(unsigned long folio)
 {
-	unsigned long word = folio_flags_word((const struct folio *)folio);
+	unsigned long word = page_flags_word((const void *)folio);
 	unsigned long uptodate = 1UL << bpf_core_enum_value(enum pageflags, PG_uptodate);
 	unsigned long locked = 1UL << bpf_core_enum_value(enum pageflags, PG_locked);
 	unsigned long readahead = 1UL << bpf_core_enum_value(enum pageflags, PG_readahead);
@@ -312,7 +309,7 @@ static __always_inline bool page_in_cache(struct address_space *mapping, __u64 i
 /* ------------------------------------------------------------------ */
 /* Walks over the chunks of a range                                    */
 
-enum chunk_op { OP_READ_CALL, OP_FAULT, OP_MAP, OP_READ_FROM_STORAGE };
+enum chunk_op { OP_READ_CALL, OP_FAULT, OP_MAP };
 
 struct chunk_walk {
 	struct address_space *mapping;
@@ -320,7 +317,6 @@ struct chunk_walk {
 	struct page_chunk_key key;
 	__u64 first, last;	/* pages, inclusive */
 	__u64 fault_index;	/* OP_MAP: the faulting page, or -1 */
-	__u64 skip_index;	/* OP_READ_FROM_STORAGE: a fault's page, or -1 */
 	__u64 counted;		/* OP_READ_CALL with count_hits: next page to count */
 	__u32 op;
 	__u32 how;
@@ -454,19 +450,6 @@ static __always_inline int chunk_map(struct chunk_walk *walk, __u64 mask)
 	return 0;
 }
 
-static __always_inline int chunk_read_from_storage(struct chunk_walk *walk, __u64 mask)
-{
-	__u64 base = walk->key.chunk << CHUNK_SHIFT;
-	struct page_chunk *state;
-
-	if (walk->skip_index >= base && walk->skip_index < base + CHUNK_PAGES)
-		mask &= ~(1ULL << (walk->skip_index - base));
-	state = chunk_state(&walk->key, mask != 0);
-	if (state)
-		state->pending |= mask;
-	return 0;
-}
-
 static long walk_one_chunk(__u32 i, struct chunk_walk *walk)
 {
 	__u64 chunk = (walk->first >> CHUNK_SHIFT) + i;
@@ -481,10 +464,8 @@ static long walk_one_chunk(__u32 i, struct chunk_walk *walk)
 		return chunk_read_call(walk, mask);
 	case OP_FAULT:
 		return chunk_fault(walk, mask);
-	case OP_MAP:
-		return chunk_map(walk, mask);
 	default:
-		return chunk_read_from_storage(walk, mask);
+		return chunk_map(walk, mask);
 	}
 }
 
@@ -512,7 +493,7 @@ static __always_inline void start_walk(struct chunk_walk *walk, struct address_s
 	walk->op = op;
 	walk->first = first;
 	walk->last = last;
-	walk->fault_index = walk->skip_index = (__u64)-1;
+	walk->fault_index = (__u64)-1;
 }
 
 /* ------------------------------------------------------------------ */
@@ -520,8 +501,7 @@ static __always_inline void start_walk(struct chunk_walk *walk, struct address_s
 
 static __always_inline struct thread_access *thread_access(bool create)
 {
-	return bpf_task_storage_get(&thread_accesses, bpf_get_current_task_btf(), NULL,
-				    create ? BPF_LOCAL_STORAGE_GET_F_CREATE : 0);
+	return thread_storage_get(&thread_accesses, &no_thread_access, create);
 }
 
 /* filemap:mm_filemap_get_pages(mapping, index, last_index) */
@@ -614,7 +594,7 @@ static __always_inline bool is_read_syscall(long id)
 
 static __always_inline struct file *current_file_of_fd(__u64 fd)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
+	struct task_struct *task = current_task();
 	struct fdtable *fdt = BPF_CORE_READ(task, files, fdt);
 	struct file **fds, *file = NULL;
 
@@ -722,7 +702,7 @@ static __always_inline void page_access_map(struct address_space *mapping, __u64
 	start_walk(&walk, mapping, OP_MAP, start, end);
 	if (ta && ta->fault_state == FAULT_STARTED && ta->fault_address) {
 		lookup.address = ta->fault_address;
-		bpf_find_vma(bpf_get_current_task_btf(), lookup.address, vma_file_page, &lookup, 0);
+		bpf_find_vma(current_task(), lookup.address, vma_file_page, &lookup, 0);
 		if (lookup.mapping == (__u64)mapping && lookup.index >= start && lookup.index <= end) {
 			/*
 			 * A fault taken by the arch handler (page_fault_user or
@@ -762,37 +742,72 @@ static __always_inline void page_access_fault_start(__u64 address)
 	ta->fault_expects_read = 0;
 }
 
-/* Pages read from storage (count_hits only): pending until accessed. */
+/*
+ * Pages read from storage (count_hits only): pending until accessed. A walk
+ * of its own, lighter than struct chunk_walk: it runs inside the bio walk's
+ * bpf_loop callback, and kernels before v6.13 allow 512 bytes of stack for
+ * the whole call chain (core_fixes.bpf.h, read_scratch).
+ */
+struct pending_walk {
+	struct page_chunk_key key;
+	__u64 first, last;	/* pages, inclusive */
+	__u64 skip_index;	/* a fault's page, counted as its miss already; or -1 */
+};
+
+static long mark_pending_chunk(__u32 i, struct pending_walk *walk)
+{
+	__u64 chunk = (walk->first >> CHUNK_SHIFT) + i;
+	__u64 base = chunk << CHUNK_SHIFT, mask;
+	struct page_chunk *state;
+
+	if (chunk > (walk->last >> CHUNK_SHIFT))
+		return 1;
+	walk->key.chunk = chunk;
+	mask = range_mask(chunk, walk->first, walk->last);
+	if (walk->skip_index >= base && walk->skip_index < base + CHUNK_PAGES)
+		mask &= ~(1ULL << (walk->skip_index - base));
+	state = chunk_state(&walk->key, mask != 0);
+	if (state)
+		state->pending |= mask;
+	return 0;
+}
+
 static __always_inline void page_access_read_from_storage(struct inode *inode, __u64 first,
 							  __u64 nr_pages)
 {
 	struct address_space *fault_mapping;
+	struct pending_walk walk = {};
 	struct thread_access *ta;
-	struct chunk_walk walk = {};
+	__u64 chunks;
 
-	if (!count_hits || !inode || !nr_pages)
+	if (!count_hits || !inode || !nr_pages || !use_bpf_loop)
 		return;
-	walk.inode = inode;
 	file_id_of(inode, &walk.key.file);
-	walk.op = OP_READ_FROM_STORAGE;
 	walk.first = first;
 	walk.last = first + nr_pages - 1;
-	walk.fault_index = walk.skip_index = (__u64)-1;
+	walk.skip_index = (__u64)-1;
 	ta = thread_access(false);
 	if (ta && ta->fault_expects_read && ta->fault_mapping &&
 	    (fault_mapping = (struct address_space *)ta->fault_mapping) &&
 	    BPF_CORE_READ(fault_mapping, host) == inode &&
 	    ta->fault_index >= walk.first && ta->fault_index <= walk.last) {
-		walk.skip_index = ta->fault_index;	/* counted as a miss already */
+		walk.skip_index = ta->fault_index;
 		ta->fault_expects_read = 0;
 	}
-	walk_chunks(&walk);
+	chunks = (walk.last >> CHUNK_SHIFT) - (walk.first >> CHUNK_SHIFT) + 1;
+	if (chunks == 1) {
+		mark_pending_chunk(0, &walk);
+		return;
+	}
+	bpf_loop(MAX_CHUNKS, mark_pending_chunk, &walk, 0);
+	if (chunks > MAX_CHUNKS)
+		on_walk_cut_short();
 }
 
-/* Nothing to do: task storage goes with its task. */
+/* sched_process_exit: task storage goes with its task, a hash entry does not. */
 static __always_inline void page_access_exit(__u32 tid)
 {
-	(void)tid;
+	thread_storage_forget(&thread_accesses, tid);
 }
 
 #endif /* PAGETRACE_PAGE_ACCESS_BPF_H */

@@ -61,4 +61,42 @@ static __always_inline int handle_sys_enter(struct pt_regs *regs, long id)
 	TRACEPOINT_PROGRAMS(read_syscall, "sys_enter", handle_sys_enter(regs, id),	\
 			    struct pt_regs *regs, long id)
 
+
+/*
+ * Kernels before the filemap: get_pages, map_pages and fault tracepoints
+ * (v6.11, "mm/filemap: add trace events for get_pages, map_pages, and
+ * fault", Takaya Saeki, 2024) get the same three events from the functions
+ * that fire them (mm/filemap.c), with fentry and fexit (v5.5). User space
+ * loads these only where the tracepoint is missing and the function is in
+ * BTF, and reads the arguments the tracepoint would have given:
+ *   mm_filemap_get_pages(mapping, index, last_index - 1), where
+ *     filemap_get_pages() succeeds (fexit, ret 0);
+ *   mm_filemap_fault(mapping, vmf->pgoff), at filemap_fault()'s start,
+ *     unless the page lies beyond the end of the file (SIGBUS);
+ *   mm_filemap_map_pages(mapping, start, end), end clamped to the file.
+ */
+
+/*
+ * filemap_get_pages(iocb, iter, fbatch) took the iov_iter until v6.5
+ * "splice: Add a func to do a splice from a buffered file without
+ * ITER_PIPE" (David Howells, 2023) made it (iocb, count, fbatch,
+ * need_uptodate). User space reads which from the function's BTF.
+ */
+const volatile bool get_pages_takes_count = true;
+
+static __always_inline struct address_space *vmf_mapping(struct vm_fault *vmf)
+{
+	return BPF_CORE_READ(vmf, vma, vm_file, f_mapping);
+}
+
+/* The last page of @mapping's file, or -1 for an empty file. */
+static __always_inline __s64 last_file_page(struct address_space *mapping)
+{
+	__s64 size = BPF_CORE_READ(mapping, host, i_size);
+
+	return size > 0 ? (__s64)((__u64)(size - 1) >> page_shift) : -1;
+}
+
+#define FILEMAP_FUNCTION_PROGRAMS()							SEC("fexit/filemap_get_pages")							int BPF_PROG(fexit_get_pages, struct kiocb *iocb, __u64 count_or_iter)		{											__u64 ret = 0, pos, count;																bpf_get_func_ret(ctx, &ret);							if ((int)ret)										return 0;								pos = BPF_CORE_READ(iocb, ki_pos);						count = get_pages_takes_count ? count_or_iter :						BPF_CORE_READ((struct iov_iter *)count_or_iter, count);			return handle_get_pages(BPF_CORE_READ(iocb, ki_filp, f_mapping),						pos >> page_shift,									((pos + count + (1ULL << page_shift) - 1) >>						 page_shift) - 1);					}										SEC("fentry/filemap_fault")							int BPF_PROG(fentry_fault, struct vm_fault *vmf)				{											struct address_space *mapping = vmf_mapping(vmf);				__u64 index = BPF_CORE_READ(vmf, pgoff);														if (!mapping || (__s64)index > last_file_page(mapping))					return 0;								return handle_fault(mapping, index);					}										SEC("fexit/filemap_map_pages")							int BPF_PROG(fexit_map_pages, struct vm_fault *vmf, unsigned long start,			     unsigned long end)							{											struct address_space *mapping = vmf_mapping(vmf);				__s64 last = mapping ? last_file_page(mapping) : -1;													if (last < 0 || start > (__u64)last)							return 0;								return handle_map_pages(mapping, start,									end > (__u64)last ? (__u64)last : end);			}
+
 #endif /* PAGETRACE_PROGRAMS_BPF_H */

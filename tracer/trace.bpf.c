@@ -144,15 +144,15 @@ static __always_inline void on_thread_traced(struct task_struct *task)
  */
 __noinline int throttled_for_traced(__u64 blkcg)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
+	/* Not bpf_get_current_task_btf(): v5.11. Every field below is probe-read. */
+	struct task_struct *task = (struct task_struct *)bpf_get_current_task();
 	struct kthread *kthread;
 	void *worker;
 	__u64 css;
 
 	if (!throttle_dispatch_fn || !blkcg || !(BPF_CORE_READ(task, flags) & PF_WQ_WORKER))
 		return 0;
-	/* kthread_data(): a kthread's worker_private is its struct kthread. */
-	kthread = BPF_CORE_READ(task, worker_private);
+	kthread = task_kthread(task);
 	worker = kthread ? BPF_CORE_READ(kthread, data) : NULL;
 	if (!worker || (__u64)BPF_CORE_READ((struct worker *)worker, current_func) !=
 		       throttle_dispatch_fn)
@@ -313,7 +313,7 @@ static __always_inline void on_read_run(struct bio_walk *walk)
 		      cause_for(walk, walk->run.inode));
 }
 
-static __always_inline int handle_bio_queue(struct bio *bio, bool trusted)
+static __always_inline int handle_bio_queue(struct bio *bio, bool trusted, bool may_loop)
 {
 	struct bio_walk walk = {};
 	struct read_context *ctx = traced_thread();
@@ -333,7 +333,7 @@ static __always_inline int handle_bio_queue(struct bio *bio, bool trusted)
 			      walk.run.nr_pages, walk.ts_ns, cause_for(&walk, walk.run.inode));
 		return 0;
 	}
-	walk_bio(&walk);
+	walk_bio(&walk, may_loop);
 	on_read_run(&walk);	/* the last run */
 	if (walk.left)
 		count(COUNTER_LOST_LONG_BIO);
@@ -425,9 +425,25 @@ static __always_inline int handle_fault(struct address_space *mapping, __u64 ind
 
 /* By hand: tp_btf's bio is a trusted pointer, read without probe reads. */
 SEC("tp_btf/block_bio_queue")
-int BPF_PROG(btf_bio_queue, struct bio *bio) { return handle_bio_queue(bio, true); }
+int BPF_PROG(btf_bio_queue, struct bio *bio) { return handle_bio_queue(bio, true, true); }
 SEC("raw_tp/block_bio_queue")
-int BPF_PROG(raw_bio_queue, struct bio *bio) { return handle_bio_queue(bio, false); }
+int BPF_PROG(raw_bio_queue, struct bio *bio) { return handle_bio_queue(bio, false, true); }
+/*
+ * Before v5.11 "block: remove the request_queue argument to the block:
+ * tracepoints" (Christoph Hellwig, 2020) the bio came second. User space
+ * counts the tracepoint's arguments in BTF and loads one form. Those
+ * kernels have no bpf_loop, and refuse a reference to its callback.
+ */
+SEC("tp_btf/block_bio_queue")
+int BPF_PROG(btf_bio_queue_after_queue, struct request_queue *q, struct bio *bio)
+{
+	return handle_bio_queue(bio, true, false);
+}
+SEC("raw_tp/block_bio_queue")
+int BPF_PROG(raw_bio_queue_after_queue, struct request_queue *q, struct bio *bio)
+{
+	return handle_bio_queue(bio, false, false);
+}
 TRACEPOINT_PROGRAMS(fork, "sched_process_fork", handle_fork(parent, child),
 		    struct task_struct *parent, struct task_struct *child)
 TRACEPOINT_PROGRAMS(exit, "sched_process_exit", handle_exit(task),
@@ -454,5 +470,6 @@ TRACEPOINT_PROGRAMS(get_pages, "mm_filemap_get_pages", handle_get_pages(mapping,
 		    struct address_space *mapping, unsigned long index, unsigned long last)
 
 PAGE_ACCESS_PROGRAMS()
+FILEMAP_FUNCTION_PROGRAMS()
 
 char LICENSE[] SEC("license") = "GPL";

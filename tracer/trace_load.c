@@ -18,6 +18,7 @@
 #include "errmsg.h"
 #include "trace_run.h"
 #include "trace.skel.h"
+#include "attach_choice.h"
 
 /* Why a tracepoint is attached. */
 enum tracepoint_role {
@@ -27,84 +28,95 @@ enum tracepoint_role {
 	TP_USED,		/* only with --used, which needs it */
 };
 
-struct tracepoint_progs {
-	const char *name;	/* tracepoint, e.g. "block_bio_queue" */
-	const char *group;	/* its tracefs group, for messages */
-	enum tracepoint_role role;
-	struct bpf_program *btf_prog, *raw_prog;
-};
-
 #define NR_TRACEPOINTS 14
 
-static void describe_tracepoints(struct trace_bpf *skel, struct tracepoint_progs *tps)
+static void describe_tracepoints(struct trace_bpf *skel, struct attach_choice *tps,
+				 enum tracepoint_role *roles)
 {
-	struct tracepoint_progs table[NR_TRACEPOINTS] = {
-		{ "block_bio_queue", "block", TP_REQUIRED, skel->progs.btf_bio_queue, skel->progs.raw_bio_queue },
-		{ "sched_process_fork", "sched", TP_REQUIRED, skel->progs.btf_fork, skel->progs.raw_fork },
-		{ "sched_process_exit", "sched", TP_REQUIRED, skel->progs.btf_exit, skel->progs.raw_exit },
-		{ "sched_process_exec", "sched", TP_REQUIRED, skel->progs.btf_exec, skel->progs.raw_exec },
-		{ "page_cache_sync_ra", "readahead", TP_CAUSE, skel->progs.btf_sync_ra, skel->progs.raw_sync_ra },
-		{ "page_cache_async_ra", "readahead", TP_CAUSE, skel->progs.btf_async_ra, skel->progs.raw_async_ra },
-		{ "page_cache_ra_unbounded", "readahead", TP_CAUSE, skel->progs.btf_ra_unbounded, skel->progs.raw_ra_unbounded },
-		{ "page_cache_ra_order", "readahead", TP_CAUSE, skel->progs.btf_ra_order, skel->progs.raw_ra_order },
-		{ "mm_filemap_fault", "filemap", TP_CAUSE_AND_USED, skel->progs.btf_fault, skel->progs.raw_fault },
-		{ "mm_filemap_get_pages", "filemap", TP_CAUSE_AND_USED, skel->progs.btf_get_pages, skel->progs.raw_get_pages },
-		{ "mm_filemap_map_pages", "filemap", TP_USED, skel->progs.btf_map_pages, skel->progs.raw_map_pages },
-		{ "page_fault_user", "exceptions", TP_USED, skel->progs.btf_fault_user, skel->progs.raw_fault_user },
-		{ "page_fault_kernel", "exceptions", TP_USED, skel->progs.btf_fault_kernel, skel->progs.raw_fault_kernel },
-		{ "sys_enter", "raw_syscalls", TP_USED, skel->progs.btf_read_syscall, skel->progs.raw_read_syscall },
+	__typeof__(skel->progs) *p = &skel->progs;
+	struct attach_choice table[NR_TRACEPOINTS] = {
+		ATTACH_BIO_AND_TASKS(p),
+		ATTACH_TRACEPOINT(p, "sched_process_exec", "sched", exec),
+		ATTACH_TRACEPOINT(p, "page_cache_sync_ra", "readahead", sync_ra),
+		ATTACH_TRACEPOINT(p, "page_cache_async_ra", "readahead", async_ra),
+		ATTACH_TRACEPOINT(p, "page_cache_ra_unbounded", "readahead", ra_unbounded),
+		ATTACH_TRACEPOINT(p, "page_cache_ra_order", "readahead", ra_order),
+		ATTACH_READS_AND_FAULTS(p),
+		ATTACH_PAGE_ACCESS(p),
+	};
+	const enum tracepoint_role role_table[NR_TRACEPOINTS] = {
+		TP_REQUIRED, TP_REQUIRED, TP_REQUIRED, TP_REQUIRED,
+		TP_CAUSE, TP_CAUSE, TP_CAUSE, TP_CAUSE,
+		TP_CAUSE_AND_USED, TP_CAUSE_AND_USED, TP_USED,
+		TP_USED, TP_USED, TP_USED,
 	};
 
 	memcpy(tps, table, sizeof(table));
+	memcpy(roles, role_table, sizeof(role_table));
 }
 
-/* Does the kernel have this tracepoint? Its BTF names a btf_trace_<name> typedef. */
-static bool kernel_has_tracepoint(const struct btf *vmlinux, const char *name)
+static struct btf *load_kernel_btf(void)
 {
-	char type_name[128];
+	struct btf *vmlinux = opts.btf_path ? btf__parse(opts.btf_path, NULL) :
+					      btf__load_vmlinux_btf();
 
-	snprintf(type_name, sizeof(type_name), "btf_trace_%s", name);
-	return btf__find_by_name_kind(vmlinux, type_name, BTF_KIND_TYPEDEF) >= 0;
+	if (!vmlinux && opts.btf_path)
+		errmsg("--btf", "%s: %s", opts.btf_path, errmsg_strerror(errno));
+	else if (!vmlinux)
+		errmsg("kernel BTF (/sys/kernel/btf/vmlinux)", "%s; pagetrace needs a kernel built "
+		       "with CONFIG_DEBUG_INFO_BTF=y, or a BTF file for it given with --btf",
+		       errmsg_strerror(errno));
+	return vmlinux;
+}
+
+/* Name what this kernel lacks; returns how many needed attach points it lacks. */
+static int report_missing(const struct attach_choice *tps, const enum tracepoint_role *roles,
+			  int *missing_optional)
+{
+	int missing_required = 0;
+
+	*missing_optional = 0;
+	for (int i = 0; i < NR_TRACEPOINTS; i++) {
+		bool needed = roles[i] == TP_REQUIRED || (opts.used && roles[i] != TP_CAUSE);
+		const char *fallback = tps[i].function ? ", nor its function in BTF for fentry" : "";
+
+		if (tps[i].how)
+			continue;
+		if (needed) {
+			errmsg(NULL, "kernel lacks tracepoint %s:%s%s, which %s needs", tps[i].group,
+			       tps[i].tracepoint, fallback,
+			       roles[i] == TP_REQUIRED ? "pagetrace" : "--used");
+			missing_required++;
+		} else if (roles[i] != TP_USED && opts.extra) {
+			if (!opts.quiet)
+				errmsg(NULL, "kernel lacks tracepoint %s:%s; the cause column will be '-'",
+				       tps[i].group, tps[i].tracepoint);
+			(*missing_optional)++;
+		}
+	}
+	return missing_required;
 }
 
 /*
  * Decide which programs load. Missing required tracepoints are fatal and
  * named; missing optional ones only cost the "cause" column.
  */
-static int select_programs(struct tracepoint_progs *tps, bool use_btf, bool *want_cause)
+static int select_programs(struct trace_bpf *skel, bool use_btf, bool *want_cause,
+			   struct attach_choice *tps, bool *loaded)
 {
-	struct btf *vmlinux = opts.btf_path ? btf__parse(opts.btf_path, NULL) :
-					      btf__load_vmlinux_btf();
-	int missing_required = 0, missing_optional = 0;
-	bool present[NR_TRACEPOINTS];
+	enum tracepoint_role roles[NR_TRACEPOINTS];
+	struct btf *vmlinux = load_kernel_btf();
+	int missing_required, missing_optional;
 
-	if (!vmlinux && opts.btf_path) {
-		errmsg("--btf", "%s: %s", opts.btf_path, errmsg_strerror(errno));
+	if (!vmlinux)
 		return -1;
-	}
-	if (!vmlinux) {
-		errmsg("kernel BTF (/sys/kernel/btf/vmlinux)", "%s; pagetrace needs a kernel built "
-		       "with CONFIG_DEBUG_INFO_BTF=y, or a BTF file for it given with --btf",
-		       errmsg_strerror(errno));
-		return -1;
-	}
-	for (int i = 0; i < NR_TRACEPOINTS; i++) {
-		enum tracepoint_role role = tps[i].role;
-		bool needed = role == TP_REQUIRED || (opts.used && role != TP_CAUSE);
-
-		present[i] = kernel_has_tracepoint(vmlinux, tps[i].name);
-		if (!present[i] && needed) {
-			errmsg(NULL, "kernel lacks tracepoint %s:%s, which %s needs", tps[i].group,
-			       tps[i].name, role == TP_REQUIRED ? "pagetrace" : "--used");
-			missing_required++;
-		} else if (!present[i] && role != TP_USED && opts.extra) {
-			if (!opts.quiet)
-				errmsg(NULL, "kernel lacks tracepoint %s:%s; the cause column will be '-'",
-				       tps[i].group, tps[i].name);
-			missing_optional++;
-		}
-	}
+	describe_tracepoints(skel, tps, roles);
+	for (int i = 0; i < NR_TRACEPOINTS; i++)
+		attach_choice_find(&tps[i], vmlinux, use_btf);
+	skel->rodata->get_pages_takes_count =
+		!kernel_param_is_pointer(vmlinux, "filemap_get_pages", 1);
 	btf__free(vmlinux);
+	missing_required = report_missing(tps, roles, &missing_optional);
 	/*
 	 * The cause is all or nothing: a partial cause would mislead. Only -x
 	 * prints it: without, its programs (one more on every fault and
@@ -112,14 +124,13 @@ static int select_programs(struct tracepoint_progs *tps, bool use_btf, bool *wan
 	 */
 	*want_cause = opts.extra && missing_optional == 0;
 	for (int i = 0; i < NR_TRACEPOINTS; i++) {
-		enum tracepoint_role role = tps[i].role;
-		bool load = present[i] && (role == TP_REQUIRED ||
+		enum tracepoint_role role = roles[i];
+
+		loaded[i] = tps[i].how && (role == TP_REQUIRED ||
 			(role == TP_CAUSE && *want_cause) ||
 			(role == TP_CAUSE_AND_USED && (*want_cause || opts.used)) ||
 			(role == TP_USED && opts.used));
-
-		bpf_program__set_autoload(tps[i].btf_prog, load && use_btf);
-		bpf_program__set_autoload(tps[i].raw_prog, load && !use_btf);
+		attach_choice_set_autoload(&tps[i], loaded[i]);
 	}
 	return missing_required ? -1 : 0;
 }
@@ -150,10 +161,15 @@ static __u64 kernel_function_address(const char *name)
 
 int libbpf_print(enum libbpf_print_level level, const char *format, va_list args)
 {
-	if (level == LIBBPF_DEBUG && !opts.verbose)
-		return 0;
+	va_list copy;
+
+	if (level != LIBBPF_DEBUG) {
+		va_copy(copy, args);
+		load_failure_note(format, copy);	/* explained by trace itself */
+		va_end(copy);
+	}
 	if (!opts.verbose)
-		return 0;	/* load failures are explained by trace itself */
+		return 0;
 	return vfprintf(stderr, format, args);
 }
 
@@ -163,6 +179,9 @@ static void explain_load_error(int err)
 	if (err == -EPERM || (err == -EACCES && geteuid() != 0))
 		errmsg("loading BPF programs", "%s: run as root, or with CAP_BPF and CAP_PERFMON "
 		       "(uid %d)", errmsg_strerror(-err), (int)getuid());
+	else if (load_failure_describe())
+		errmsg("loading BPF programs", "the kernel refused %s (rerun with -v for the "
+		       "verifier's log)", load_failure_describe());
 	else
 		errmsg("loading BPF programs", "%s (rerun with -v for the verifier's log)",
 		       errmsg_strerror(-err));
@@ -172,17 +191,16 @@ static void explain_load_error(int err)
 static struct trace_bpf *open_and_load(bool use_btf, int *err)
 {
 	LIBBPF_OPTS(bpf_object_open_opts, open_opts, .btf_custom_path = opts.btf_path);
-	struct tracepoint_progs tps[NR_TRACEPOINTS];
+	struct attach_choice tps[NR_TRACEPOINTS];
 	struct trace_bpf *skel = trace_bpf__open_opts(&open_opts);
-	bool want_cause = false;
+	bool want_cause = false, loaded[NR_TRACEPOINTS];
 
 	if (!skel) {
 		*err = -errno;
 		errmsg("opening BPF object", "%s", errmsg_strerror(errno));
 		return NULL;
 	}
-	describe_tracepoints(skel, tps);
-	if (select_programs(tps, use_btf, &want_cause)) {
+	if (select_programs(skel, use_btf, &want_cause, tps, loaded)) {
 		*err = -ENOENT;
 		goto fail;
 	}
@@ -197,6 +215,7 @@ static struct trace_bpf *open_and_load(bool use_btf, int *err)
 	run.walk_name = skel->rodata->use_bpf_loop ? "bpf_loop" : "unrolled";
 	/* Unrolled, the metadata branch makes the walk too long to verify. */
 	skel->rodata->want_metadata = skel->rodata->use_bpf_loop;
+
 	if (opts.used && !skel->rodata->use_bpf_loop) {
 		errmsg("--used", "the kernel lacks bpf_loop (v5.17), which --used needs");
 		*err = -ENOENT;
@@ -210,9 +229,12 @@ static struct trace_bpf *open_and_load(bool use_btf, int *err)
 	if (opts.page_states)
 		bpf_map__set_max_entries(skel->maps.page_states, opts.page_states);
 	skel->rodata->wakeup_bytes = opts.ringbuf_bytes / 4;
+	skel->rodata->use_task_storage = thread_storage_fallback(skel->obj);
 	*err = trace_bpf__load(skel);
 	if (*err)
 		goto fail;
+	if (opts.verbose)
+		attach_choice_print(stderr, TOOL, tps, NR_TRACEPOINTS, loaded);
 	return skel;
 fail:
 	trace_bpf__destroy(skel);
@@ -237,6 +259,8 @@ struct trace_bpf *load_programs(void)
 out:
 	if (!skel && err != -ENOENT)
 		explain_load_error(err);
+	if (skel && !skel->rodata->use_bpf_loop && !opts.no_bpf_loop && !opts.quiet)
+		errmsg(NULL, "the kernel lacks bpf_loop (v5.17): metadata reads are not recorded");
 	return skel;
 }
 

@@ -18,6 +18,7 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
+#include "thread_storage.bpf.h"
 
 /* Per-thread memory of the last readahead/fault trigger, for "cause". */
 struct read_context {
@@ -36,12 +37,8 @@ struct {
 	__type(value, __u8);
 } traced_tids SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_TASK_STORAGE);
-	__uint(map_flags, BPF_F_NO_PREALLOC);
-	__type(key, int);
-	__type(value, struct read_context);
-} thread_states SEC(".maps");
+THREAD_STORAGE_MAP(thread_states, struct read_context);
+static const struct read_context no_read_context;
 
 /* Defined by the includer. */
 static __always_inline void on_task_lost(void);
@@ -60,8 +57,7 @@ static __always_inline __u32 current_tid(void)
  */
 static __always_inline struct read_context *traced_thread(void)
 {
-	struct task_struct *task = bpf_get_current_task_btf();
-	struct read_context *state = bpf_task_storage_get(&thread_states, task, NULL, 0);
+	struct read_context *state = thread_storage_get(&thread_states, &no_read_context, false);
 	__u32 tid;
 
 	if (state)
@@ -69,8 +65,8 @@ static __always_inline struct read_context *traced_thread(void)
 	tid = current_tid();
 	if (!trace_all && !bpf_map_lookup_elem(&traced_tids, &tid))
 		return NULL;
-	on_thread_traced(task);
-	return bpf_task_storage_get(&thread_states, task, NULL, BPF_LOCAL_STORAGE_GET_F_CREATE);
+	on_thread_traced(current_task());
+	return thread_storage_get(&thread_states, &no_read_context, true);
 }
 
 static __always_inline bool current_is_traced(void)
@@ -96,10 +92,11 @@ static __always_inline void follow_fork(struct task_struct *parent, struct task_
 	on_thread_traced(child);
 }
 
-/* sched_process_exit (thread_states goes with the task) */
+/* sched_process_exit */
 static __always_inline void forget_task(__u32 tid)
 {
 	bpf_map_delete_elem(&traced_tids, &tid);
+	thread_storage_forget(&thread_states, tid);
 }
 
 #endif /* PAGETRACE_TRACED_TASKS_BPF_H */

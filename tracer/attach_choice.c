@@ -1,0 +1,170 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * attach_choice: which program each attach point loads on the running
+ * kernel (attach_choice.h), shared by trace and the cache tools.
+ */
+#define _GNU_SOURCE
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <bpf/libbpf.h>
+#include <bpf/btf.h>
+#include "attach_choice.h"
+
+/* Entries of a thread-id hash that stands in for task storage. */
+#define THREAD_HASH_ENTRIES	65536
+
+/* The prototype of tracepoint @name (its btf_trace_<name> typedef), or NULL. */
+static const struct btf_type *tracepoint_proto(const struct btf *vmlinux, const char *name)
+{
+	char type_name[128];
+	const struct btf_type *t;
+	int id;
+
+	snprintf(type_name, sizeof(type_name), "btf_trace_%s", name);
+	id = btf__find_by_name_kind(vmlinux, type_name, BTF_KIND_TYPEDEF);
+	if (id < 0)
+		return NULL;
+	t = btf__type_by_id(vmlinux, btf__resolve_type(vmlinux, id));
+	if (!t || !btf_is_ptr(t))
+		return NULL;
+	t = btf__type_by_id(vmlinux, t->type);
+	return t && btf_is_func_proto(t) ? t : NULL;
+}
+
+/* The prototype of kernel function @name, or NULL. */
+static const struct btf_type *function_proto(const struct btf *vmlinux, const char *name)
+{
+	int id = btf__find_by_name_kind(vmlinux, name, BTF_KIND_FUNC);
+	const struct btf_type *t = id < 0 ? NULL : btf__type_by_id(vmlinux, id);
+
+	t = t ? btf__type_by_id(vmlinux, t->type) : NULL;
+	return t && btf_is_func_proto(t) ? t : NULL;
+}
+
+void attach_choice_find(struct attach_choice *c, const struct btf *vmlinux, bool use_btf)
+{
+	const struct btf_type *proto = tracepoint_proto(vmlinux, c->tracepoint);
+
+	c->how = NULL;
+	c->chosen = NULL;
+	if (proto) {
+		bool older = c->older_params && btf_vlen(proto) == c->older_params;
+
+		if (older && !c->older_btf_prog)
+			return;
+
+		c->chosen = use_btf ? (older ? c->older_btf_prog : c->btf_prog) :
+				      (older ? c->older_raw_prog : c->raw_prog);
+		c->how = use_btf ? (older ? "tp_btf(older form)" : "tp_btf") :
+				   (older ? "raw_tp(older form)" : "raw_tp");
+		return;
+	}
+	if (c->function && c->function_prog && function_proto(vmlinux, c->function)) {
+		c->chosen = c->function_prog;
+		c->how = bpf_program__section_name(c->function_prog);
+	}
+}
+
+void attach_choice_set_autoload(const struct attach_choice *c, bool load)
+{
+	struct bpf_program *progs[] = { c->btf_prog, c->raw_prog, c->older_btf_prog,
+					c->older_raw_prog, c->function_prog };
+
+	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++)
+		if (progs[i])
+			bpf_program__set_autoload(progs[i], load && progs[i] == c->chosen);
+}
+
+void attach_choice_print(FILE *f, const char *tool, const struct attach_choice *c, int n,
+			 const bool *loaded)
+{
+	fprintf(f, "%s: attached:", tool);
+	for (int i = 0; i < n; i++)
+		if ((!loaded || loaded[i]) && c[i].how)
+			fprintf(f, " %s=%s", c[i].tracepoint, c[i].how);
+	fputc('\n', f);
+}
+
+bool kernel_param_is_pointer(const struct btf *vmlinux, const char *function, int index)
+{
+	const struct btf_type *proto = function_proto(vmlinux, function);
+	const struct btf_type *t;
+
+	if (!proto || index >= btf_vlen(proto))
+		return false;
+	t = btf__type_by_id(vmlinux, btf__resolve_type(vmlinux, btf_params(proto)[index].type));
+	return t && btf_is_ptr(t);
+}
+
+bool thread_storage_fallback(struct bpf_object *obj)
+{
+	struct bpf_map *map;
+
+	if (libbpf_probe_bpf_map_type(BPF_MAP_TYPE_TASK_STORAGE, NULL) == 1)
+		return true;
+	bpf_object__for_each_map(map, obj) {
+		if (bpf_map__type(map) != BPF_MAP_TYPE_TASK_STORAGE)
+			continue;
+		bpf_map__set_type(map, BPF_MAP_TYPE_HASH);
+		bpf_map__set_max_entries(map, THREAD_HASH_ENTRIES);
+	}
+	return false;
+}
+
+static struct {
+	char program[64];
+	char reason[256];
+	char description[352];
+	bool in_log;		/* between BEGIN and END PROG LOAD LOG */
+	bool reason_is_core;	/* a CO-RE relocation: the best reason there is */
+} refusal;
+
+/* Is @line of a verifier log a summary rather than a reason? */
+static bool log_line_is_summary(const char *line)
+{
+	return !*line || strncmp(line, "processed ", 10) == 0 ||
+	       strncmp(line, "verification time", 17) == 0 ||
+	       strncmp(line, "stack depth", 11) == 0 || strstr(line, "PROG LOAD LOG");
+}
+
+static void note_line(char *line)
+{
+	char *p;
+
+	if ((p = strstr(line, "prog '")) && strstr(p, "': BPF program load failed")) {
+		sscanf(p, "prog '%63[^']'", refusal.program);
+		refusal.reason[0] = '\0';
+		refusal.reason_is_core = false;
+		return;
+	}
+	if (strstr(line, "-- BEGIN PROG LOAD LOG --"))
+		refusal.in_log = true;
+	else if (strstr(line, "-- END PROG LOAD LOG --"))
+		refusal.in_log = false;
+	if (!refusal.in_log || refusal.reason_is_core || log_line_is_summary(line))
+		return;
+	refusal.reason_is_core = strstr(line, "failed to resolve CO-RE relocation") != NULL;
+	snprintf(refusal.reason, sizeof(refusal.reason), "%s", line);
+}
+
+void load_failure_note(const char *format, va_list args)
+{
+	char *text = NULL, *line, *save = NULL;
+
+	/* A verifier log can be megabytes, in one message: no fixed buffer. */
+	if (vasprintf(&text, format, args) < 0)
+		return;
+	for (line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		note_line(line);
+	free(text);
+}
+
+const char *load_failure_describe(void)
+{
+	if (!refusal.program[0])
+		return NULL;
+	snprintf(refusal.description, sizeof(refusal.description), "program %s: %s",
+		 refusal.program, refusal.reason[0] ? refusal.reason : "refused");
+	return refusal.description;
+}

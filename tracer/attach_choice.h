@@ -1,0 +1,95 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Which program each attach point of trace, cachestat and cachetop loads on
+ * the running kernel, decided from its BTF at run time, never from its
+ * version: the tracepoint as tp_btf (or raw_tp, when tp_btf is refused); its
+ * older form, where the tracepoint once took one more leading argument; or,
+ * for a kernel without the tracepoint, fentry/fexit on the function that
+ * fires it in newer kernels. Also the per-thread maps' fallback for kernels
+ * without task storage (thread_storage.bpf.h).
+ */
+#ifndef PAGETRACE_ATTACH_CHOICE_H
+#define PAGETRACE_ATTACH_CHOICE_H
+
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+
+struct bpf_object;
+struct bpf_program;
+struct btf;
+
+struct attach_choice {
+	const char *tracepoint;	/* e.g. "block_bio_queue" */
+	const char *group;	/* its tracefs group, for messages */
+	struct bpf_program *btf_prog, *raw_prog;
+	/*
+	 * The older form of the tracepoint, or NULL; told apart by its number
+	 * of prototype parameters (the tracepoint's void *__data included).
+	 */
+	struct bpf_program *older_btf_prog, *older_raw_prog;
+	int older_params;
+	/* fentry/fexit on @function where the kernel lacks the tracepoint; or NULL. */
+	const char *function;
+	struct bpf_program *function_prog;
+	/* Out (attach_choice_find): how it attaches here, NULL if it cannot. */
+	const char *how;
+	struct bpf_program *chosen;
+};
+
+/*
+ * Table rows: a tracepoint's tp_btf and raw_tp programs (btf_NAME, raw_NAME
+ * in the skeleton's progs @p); the older block_bio_queue's; a function
+ * fallback.
+ */
+#define ATTACH_TRACEPOINT(p, tp, grp, name) \
+	{ .tracepoint = tp, .group = grp, .btf_prog = (p)->btf_##name, .raw_prog = (p)->raw_##name }
+#define ATTACH_BIO_QUEUE(p) \
+	{ .tracepoint = "block_bio_queue", .group = "block", .btf_prog = (p)->btf_bio_queue, \
+	  .raw_prog = (p)->raw_bio_queue, .older_btf_prog = (p)->btf_bio_queue_after_queue, \
+	  .older_raw_prog = (p)->raw_bio_queue_after_queue, .older_params = 3 }
+#define ATTACH_OR_FUNCTION(p, tp, grp, name, fn, fn_prog) \
+	{ .tracepoint = tp, .group = grp, .btf_prog = (p)->btf_##name, .raw_prog = (p)->raw_##name, \
+	  .function = fn, .function_prog = (p)->fn_prog }
+/* The rows trace and the cache tools share, in this order (programs.bpf.h). */
+#define ATTACH_BIO_AND_TASKS(p) \
+	ATTACH_BIO_QUEUE(p), \
+	ATTACH_TRACEPOINT(p, "sched_process_fork", "sched", fork), \
+	ATTACH_TRACEPOINT(p, "sched_process_exit", "sched", exit)
+#define ATTACH_READS_AND_FAULTS(p) \
+	ATTACH_OR_FUNCTION(p, "mm_filemap_fault", "filemap", fault, "filemap_fault", fentry_fault), \
+	ATTACH_OR_FUNCTION(p, "mm_filemap_get_pages", "filemap", get_pages, "filemap_get_pages", \
+			   fexit_get_pages)
+#define ATTACH_PAGE_ACCESS(p) \
+	ATTACH_OR_FUNCTION(p, "mm_filemap_map_pages", "filemap", map_pages, "filemap_map_pages", \
+			   fexit_map_pages), \
+	ATTACH_TRACEPOINT(p, "page_fault_user", "exceptions", fault_user), \
+	ATTACH_TRACEPOINT(p, "page_fault_kernel", "exceptions", fault_kernel), \
+	ATTACH_TRACEPOINT(p, "sys_enter", "raw_syscalls", read_syscall)
+
+/* Find how @c attaches on the kernel described by @vmlinux (sets how, chosen). */
+void attach_choice_find(struct attach_choice *c, const struct btf *vmlinux, bool use_btf);
+/* Load @c's chosen program if @load, and none of its others. */
+void attach_choice_set_autoload(const struct attach_choice *c, bool load);
+/* With -v: one line naming how each loaded attach point (@loaded NULL: all) attaches. */
+void attach_choice_print(FILE *f, const char *tool, const struct attach_choice *c, int n,
+			 const bool *loaded);
+/* Is parameter @index (from 0) of kernel function @function a pointer? */
+bool kernel_param_is_pointer(const struct btf *vmlinux, const char *function, int index);
+/*
+ * Kernels without task storage: make @obj's task-storage maps hash maps of
+ * thread ids. Returns whether task storage is used (the rodata flag).
+ */
+bool thread_storage_fallback(struct bpf_object *obj);
+
+/*
+ * Why the kernel refused a program, in one line: libbpf's messages pass
+ * through load_failure_note() (from the tool's libbpf print callback, -v or
+ * not), which keeps the refused program's name and the verifier's reason
+ * (a CO-RE relocation it could not resolve, or its last word).
+ */
+void load_failure_note(const char *format, va_list args);
+/* "program NAME: REASON", or NULL when nothing was refused. */
+const char *load_failure_describe(void);
+
+#endif /* PAGETRACE_ATTACH_CHOICE_H */
