@@ -258,8 +258,12 @@ def boot(k, command, scratch, timeout=900, memory="2G", cpus=2, append=()):
         try:
             proc.wait(timeout=timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, 9)
-            proc.wait()
+            pass
+        finally:
+            # The timeout, or this process interrupted: the guest goes too.
+            if proc.poll() is None:
+                os.killpg(proc.pid, 9)
+                proc.wait()
     log = open(console, errors="replace").read()
 
     def read(name):
