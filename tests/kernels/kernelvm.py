@@ -106,8 +106,8 @@ def _apt_update(suites):
     apt = os.path.join(CACHE, "apt")
     for d in ("etc", "lists/partial", "cache/archives/partial", "archives"):
         os.makedirs(os.path.join(apt, d), exist_ok=True)
-    sources = "".join(f"deb [signed-by={KEYRING}] {MIRROR} {s} main\n"
-                      for s in sorted(suites))
+    sources = "".join(f"deb [signed-by={KEYRING}] {MIRROR}{'-security' * s.endswith('-security')} "
+                      f"{s} main\n" for s in sorted(suites))
     path = os.path.join(apt, "etc", "sources.list")
     old = open(path).read() if os.path.exists(path) else None
     open(os.path.join(apt, "etc", "status"), "a").close()
@@ -167,7 +167,9 @@ def fetch(k):
 
 
 def _save_host_btf(k):
-    if not os.path.exists(k.btf) and os.path.exists("/sys/kernel/btf/vmlinux"):
+    """The running kernel's BTF, copied afresh (the host may have rebooted
+    into another kernel since)."""
+    if os.path.exists("/sys/kernel/btf/vmlinux"):
         os.makedirs(k.root, exist_ok=True)
         shutil.copyfile("/sys/kernel/btf/vmlinux", k.btf)
 

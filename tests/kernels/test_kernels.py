@@ -379,6 +379,22 @@ def test_kernel_without_btf_is_one_line():
     assert proc.stdout == ""
 
 
+def test_a_load_error_is_a_failure_not_a_refusal():
+    """The judgement itself: only a run that recorded nothing and whose
+    every error line names what the kernel lacks is a refusal."""
+    lacks = "trace: kernel lacks tracepoint filemap:mm_filemap_get_pages, which --used needs\n"
+    with pytest.raises(Refused):
+        refusal({"rc": 1, "stdout": "", "stderr": lacks})
+    for run in ({"rc": 1, "stdout": "", "stderr": "trace: loading BPF programs: Invalid argument "
+                 "(rerun with -v for the verifier's log)\n"},
+                {"rc": 1, "stdout": "", "stderr": lacks + "Segmentation fault\n"},
+                {"rc": 1, "stdout": "# pagetrace-format: 2\n", "stderr": lacks},
+                {"rc": "timeout", "stdout": "", "stderr": lacks}):
+        refusal(run)  # not a refusal: the judge goes on, and fails it
+        with pytest.raises(AssertionError):
+            loaded(run)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def kernels_doc():
     yield
