@@ -6,7 +6,7 @@ PYTHON ?= $(CURDIR)/.venv/bin/python
 # Sub-projects with a Makefile of their own.
 SUBDIRS := lib tracer replay samples
 
-.PHONY: all deps test test-spark bench demo install clean $(SUBDIRS)
+.PHONY: all deps test test-kernels test-spark bench demo install clean $(SUBDIRS)
 
 all: $(SUBDIRS)
 
@@ -18,7 +18,20 @@ deps:
 
 test: all
 	@test -x $(PYTHON) || { echo "make: no $(PYTHON): run scripts/install-deps first" >&2; exit 1; }
-	$(PYTHON) -m pytest -ra tests
+	$(PYTHON) -m pytest -ra tests --ignore=tests/kernels
+
+# The kernel matrix (docs/kernels.md): Debian's kernels of tests/kernels/list,
+# each booted under qemu, the tools checked inside against the kernel's
+# ground truth; writes docs/kernels.md. KERNELS_TOOLS=DIR checks another
+# tree's built tools; KERNELS="6.1 host" a subset; KERNELS_QUICK="5.10"
+# only loads and one trace there.
+KERNELS_TOOLS ?= $(CURDIR)/tracer
+test-kernels: all
+	@test -x $(PYTHON) || { echo "make: no $(PYTHON): run scripts/install-deps first" >&2; exit 1; }
+	$(PYTHON) tests/kernels/fetch $(KERNELS)
+	PAGETRACE_KERNELS_TOOLS=$(KERNELS_TOOLS) PAGETRACE_KERNELS_DOC=$(CURDIR)/docs/kernels.md \
+	PAGETRACE_KERNELS="$(KERNELS)" PAGETRACE_KERNELS_QUICK="$(KERNELS_QUICK)" \
+	$(PYTHON) -m pytest -ra tests/kernels
 
 # The Spark SQL job on a local single-node Spark, against pagetrace merge
 # (docs/scale.md). Opt-in: it installs a JVM and pyspark (about 500 MB).

@@ -2,7 +2,8 @@
 deliberately fragmented files, page-cache residency (mincore) and extent
 maps (filefrag -v).
 
-Imported by the replay tests and by conftest.py's fixtures. Everything
+Imported by the replay tests, by conftest.py's fixtures, and by the kernel
+matrix's guest checks (tests/kernels/guest_checks.py, standard library only). Everything
 created here is torn down by the context managers, even when a test fails.
 """
 import contextlib
@@ -13,8 +14,6 @@ import re
 import shutil
 import subprocess
 import tempfile
-
-import pytest
 
 import pagecache_util
 
@@ -32,6 +31,7 @@ def require_root():
     """Fails (not skips) without root: a run that could not test the tools
     against the kernel must not pass as one that did."""
     if os.geteuid() != 0:
+        import pytest  # here: the guest checks (tests/kernels/) use this module without pytest
         pytest.fail("this test needs root (BPF, loop devices, mounts, page "
                     "cache): run the suite with sudo", pytrace=False)
 
@@ -104,6 +104,17 @@ def make_fragmented(paths, chunk=16384, rounds=12, seed=1):
         for fd in fds.values():
             os.close(fd)
     return {p: bytes(d) for p, d in data.items()}
+
+
+def populate_small_files(root, files, dirs, seed=7):
+    """FILES small files (1 byte to 12 KiB) spread over DIRS directories:
+    a filesystem whose reads are mostly metadata."""
+    rng = random.Random(seed)
+    for d in range(dirs):
+        os.mkdir(os.path.join(root, f"d{d:03}"))
+    for i in range(files):
+        with open(os.path.join(root, f"d{i % dirs:03}", f"f{i:05}"), "wb") as f:
+            f.write(rng.randbytes(rng.randint(1, 12 << 10)))
 
 
 def diskstats_field(device, index):

@@ -19,8 +19,8 @@ import time
 import pytest
 
 from conftest import REPO, require_root
-from pagecache_util import PAGE, evict, resident_pages, write_file
-from test_trace_used import (big_ra_ext4, data_dir, locked_in_cache,  # noqa: F401 (fixtures)
+from pagecache_util import PAGE, evict, locked_in_cache, resident_pages, write_file
+from test_trace_used import (big_ra_ext4, data_dir,  # noqa: F401 (fixtures)
                              batch_ending_in_flight, IN_FLIGHT_PAGES)
 
 CACHETOP = os.path.join(REPO, "tracer", "cachetop")

@@ -16,7 +16,6 @@ of the device, swap-backed pages, a file's data).
 """
 import json
 import os
-import random
 import re
 import subprocess
 import sys
@@ -43,14 +42,8 @@ def sectors_read(device):
     return loopimg.diskstats_field(device, 5)
 
 
-def populate(root, seed=7):
-    """FILES small files (1 byte to 12 KiB) spread over DIRS directories."""
-    rng = random.Random(seed)
-    for d in range(DIRS):
-        os.mkdir(os.path.join(root, f"d{d:03}"))
-    for i in range(FILES):
-        with open(os.path.join(root, f"d{i % DIRS:03}", f"f{i:05}"), "wb") as f:
-            f.write(rng.randbytes(rng.randint(1, 12 << 10)))
+def populate(root):
+    loopimg.populate_small_files(root, FILES, DIRS)
 
 
 def remount_cold(device, mountpoint):

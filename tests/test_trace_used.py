@@ -13,9 +13,7 @@ Ground truth, never the code under test:
   * unused          == resident - touched.
 """
 import contextlib
-import ctypes
 import json
-import mmap
 import os
 import subprocess
 import sys
@@ -27,8 +25,8 @@ import loopimg
 from conftest import REPO, require_root
 sys.path.insert(0, os.path.join(REPO, "analysis"))
 from pagetrace import throttle  # noqa: E402
-from pagecache_util import (MAP_FAILED, PAGE, _libc, cached_since_eviction, evict, resident_pages,
-                            write_file)
+from pagecache_util import (PAGE, cached_since_eviction, evict, locked_in_cache,
+                            resident_pages, write_file)
 from trace_oracle import Trace
 
 TRACE = os.path.join(REPO, "tracer", "trace")
@@ -226,22 +224,6 @@ def test_rereading_a_file_ten_times(data_dir, tmp_path):
     pages = set(range(4 * MiB // PAGE))
     assert sorted(trace.kind_pages(f, "access")) == sorted(pages)  # each exactly once
     assert trace.kind_set(f, "read") == cached_since_eviction(f)
-
-
-@contextlib.contextmanager
-def locked_in_cache(path, size=None):
-    """Keeps @path's pages cached (mlock), so DAMON cannot reclaim them:
-    the first @size bytes, or the whole file."""
-    size = os.path.getsize(path) if size is None else size
-    fd = os.open(path, os.O_RDONLY)
-    addr = _libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
-    assert addr != MAP_FAILED
-    try:
-        assert _libc.mlock(ctypes.c_void_p(addr), ctypes.c_size_t(size)) == 0, "mlock"
-        yield
-    finally:
-        _libc.munmap(addr, size)
-        os.close(fd)
 
 
 def test_cached_file_gives_access_without_read(data_dir, tmp_path):

@@ -1,0 +1,289 @@
+"""The kernel matrix's machinery: the kernel list, fetching Debian's kernel
+packages with a private apt configuration, and booting one under qemu (TCG)
+with virtme-ng to run a command in it.
+
+Standard library only: the fetch and boot commands run with any python3.
+
+Layout of the cache (PAGETRACE_KERNELS_CACHE, default
+/var/lib/pagetrace-kernels; not under /var/cache, which virtme-ng hides
+behind a tmpfs in the guest, and the guest reads the modules from here):
+    apt/etc/sources.list, apt/lists, apt/archives   the private apt
+    NAME/boot/vmlinuz-*, NAME/lib/modules/*          the unpacked packages
+    NAME/vmlinux.btf                                 the kernel's BTF
+The machine's own apt sources, lists and cache are never touched.
+"""
+import glob
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+LIST = os.path.join(HERE, "list")
+CACHE = os.environ.get("PAGETRACE_KERNELS_CACHE", "/var/lib/pagetrace-kernels")
+MIRROR = "http://deb.debian.org/debian"
+KEYRING = "/usr/share/keyrings/debian-archive-keyring.gpg"
+# Modules the checks need that Debian builds as modules; loaded before the
+# command so that /dev/loop-control and /dev/zram* exist.
+GUEST_MODULES = ("loop", "ext4", "xfs", "zram")
+
+
+class Kernel:
+    def __init__(self, name, suite, packages):
+        self.name, self.suite, self.packages = name, suite, packages
+
+    @property
+    def is_host(self):
+        return self.suite == "host"
+
+    @property
+    def root(self):
+        return os.path.join(CACHE, self.name)
+
+    @property
+    def btf(self):
+        return os.path.join(self.root, "vmlinux.btf")
+
+    def image(self):
+        """The unpacked kernel image, or None before fetch: boot/vmlinuz-R,
+        or from 7.x on, usr/lib/modules/R/vmlinuz."""
+        found = glob.glob(os.path.join(self.root, "boot", "vmlinuz-*"))
+        found += glob.glob(os.path.join(self.root, "usr", "lib", "modules", "*", "vmlinuz"))
+        return found[0] if len(found) == 1 else None
+
+    def release(self):
+        if self.is_host:
+            return os.uname().release
+        image = self.image()
+        if image is None:
+            return None
+        if os.path.basename(image) == "vmlinuz":
+            return os.path.basename(os.path.dirname(image))
+        return os.path.basename(image)[len("vmlinuz-"):]
+
+
+def kernels(path=LIST):
+    """The kernel list, in its order."""
+    found = []
+    with open(path) as f:
+        for number, line in enumerate(f, 1):
+            line = line.split("#", 1)[0].split()
+            if not line:
+                continue
+            if len(line) < 3:
+                sys.exit(f"{path}:{number}: want NAME SUITE PACKAGE...")
+            packages = [] if line[2:] == ["-"] else line[2:]
+            found.append(Kernel(line[0], line[1], packages))
+    return found
+
+
+def kernel(name):
+    for k in kernels():
+        if k.name == name:
+            return k
+    names = " ".join(k.name for k in kernels())
+    sys.exit(f"kernels: no kernel {name!r} in {LIST} (there are: {names})")
+
+
+def _apt_options():
+    apt = os.path.join(CACHE, "apt")
+    return ["-o", f"Dir::Etc::SourceList={apt}/etc/sources.list",
+            "-o", "Dir::Etc::SourceParts=/nonexistent",
+            "-o", f"Dir::State::Lists={apt}/lists",
+            "-o", f"Dir::Cache={apt}/cache",
+            "-o", f"Dir::State::status={apt}/etc/status",
+            "-o", "APT::Architecture=amd64",
+            "-o", "Acquire::Languages=none",
+            "-q"]
+
+
+def _apt_update(suites):
+    """Writes the private sources.list for SUITES and updates its lists,
+    when the list of suites changed since the last update."""
+    apt = os.path.join(CACHE, "apt")
+    for d in ("etc", "lists/partial", "cache/archives/partial", "archives"):
+        os.makedirs(os.path.join(apt, d), exist_ok=True)
+    sources = "".join(f"deb [signed-by={KEYRING}] {MIRROR}{'-security' * s.endswith('-security')} "
+                      f"{s} main\n" for s in sorted(suites))
+    path = os.path.join(apt, "etc", "sources.list")
+    old = open(path).read() if os.path.exists(path) else None
+    open(os.path.join(apt, "etc", "status"), "a").close()
+    if old == sources and os.listdir(os.path.join(apt, "lists")) != ["partial"]:
+        return
+    with open(path, "w") as f:
+        f.write(sources)
+    print(f"kernels: apt-get update ({', '.join(sorted(suites))}), private lists in {apt}",
+          file=sys.stderr)
+    subprocess.run(["apt-get", *_apt_options(), "update"], check=True,
+                   stdout=subprocess.DEVNULL)
+
+
+def _download(package):
+    """The .deb of PACKAGE, downloaded once into the private archive."""
+    archives = os.path.join(CACHE, "apt", "archives")
+    for f in os.listdir(archives):
+        if f.startswith(package + "_") and f.endswith(".deb"):
+            return os.path.join(archives, f)
+    print(f"kernels: downloading {package}", file=sys.stderr)
+    proc = subprocess.run(["apt-get", *_apt_options(), "download", package],
+                          cwd=archives, capture_output=True, text=True)
+    if proc.returncode != 0:
+        sys.exit(f"kernels: apt-get download {package}: {proc.stderr.strip()} "
+                 f"(is it still in its suite? update {LIST})")
+    return _download(package)
+
+
+def fetch(k):
+    """Downloads and unpacks K's packages once, with modules.dep for the
+    guest's modprobe, and saves its BTF. Returns K's vmlinuz (None for the
+    host)."""
+    if k.is_host:
+        _save_host_btf(k)
+        return None
+    if k.image() is None or not os.path.exists(os.path.join(k.root, ".unpacked")):
+        _apt_update({x.suite for x in kernels() if not x.is_host})
+        debs = [_download(p) for p in k.packages]
+        shutil.rmtree(k.root, ignore_errors=True)
+        os.makedirs(k.root)
+        for deb in debs:
+            print(f"kernels: unpacking {os.path.basename(deb)}", file=sys.stderr)
+            subprocess.run(["dpkg-deb", "-x", deb, k.root], check=True)
+        release = k.release()
+        if release is None:
+            sys.exit(f"kernels: {k.name}: no single boot/vmlinuz-* in {k.packages}")
+        # Debian's packages leave modules.dep to their postinst. From trixie
+        # on, the modules are in usr/lib/modules (merged /usr).
+        base = k.root
+        if not os.path.isdir(os.path.join(base, "lib", "modules")):
+            base = os.path.join(k.root, "usr")
+        subprocess.run(["depmod", "-a", "-b", base, release], check=True)
+        open(os.path.join(k.root, ".unpacked"), "w").close()
+    if not os.path.exists(k.btf):
+        _save_guest_btf(k)
+    return k.image()
+
+
+def _save_host_btf(k):
+    """The running kernel's BTF, copied afresh (the host may have rebooted
+    into another kernel since)."""
+    if os.path.exists("/sys/kernel/btf/vmlinux"):
+        os.makedirs(k.root, exist_ok=True)
+        shutil.copyfile("/sys/kernel/btf/vmlinux", k.btf)
+
+
+def _save_guest_btf(k):
+    """The kernel's BTF as the kernel itself exposes it (the vmlinuz is
+    compressed; booting once is simpler than unpacking it)."""
+    with tempfile.TemporaryDirectory(prefix="pagetrace-btf-") as scratch:
+        result = boot(k, ["cp", "/sys/kernel/btf/vmlinux", "vmlinux.btf"],
+                      scratch=scratch, timeout=300)
+        if result.returncode == 0:
+            shutil.copyfile(os.path.join(scratch, "vmlinux.btf"), k.btf)
+        else:
+            print(f"kernels: {k.name}: no BTF saved: {result.stderr.strip()}",
+                  file=sys.stderr)
+
+
+class Result:
+    """What a command run in a guest did: like subprocess.CompletedProcess,
+    plus the guest's console log (the kernel's messages) for diagnosis."""
+    def __init__(self, returncode, stdout, stderr, console=""):
+        self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
+        self.console = console
+
+
+# The guest runs this, in the scratch directory: the modules the checks need,
+# the kernel's modprobe path (the host has no /sbin/modprobe), then the
+# command with its output and status in files, since virtme-ng passes
+# neither back reliably.
+_GUEST_SCRIPT = """\
+echo /usr/sbin/modprobe > /proc/sys/kernel/modprobe 2>/dev/null
+for m in {modules}; do modprobe -q "$m" 2>/dev/null; done
+cd {scratch} || exit 1
+export SCRATCH={scratch}
+{command} > .guest-stdout 2> .guest-stderr < /dev/null
+echo $? > .guest-rc
+"""
+
+
+def _vng():
+    """virtme-ng's vng: on PATH, or in the checkout's venv, where
+    scripts/install-deps puts it."""
+    for found in (shutil.which("vng"), os.path.join(REPO, ".venv", "bin", "vng")):
+        if found and os.access(found, os.X_OK):
+            return found
+    sys.exit("kernels: no vng (virtme-ng): run scripts/install-deps")
+
+
+def boot(k, command, scratch, timeout=900, memory="2G", cpus=2, append=()):
+    """Runs COMMAND (argv list) in kernel K with SCRATCH (a host directory)
+    writable and as the working directory; the rest of the host's root is
+    read-only (virtme-ng gives the guest in-memory overlays). On the host
+    kernel, runs it directly. Returns a Result; returncode 125 when the guest
+    never ran the command to its end (no boot, a panic, the timeout)."""
+    scratch = os.path.abspath(scratch)
+    os.makedirs(scratch, exist_ok=True)
+    if k.is_host:
+        env = dict(os.environ, SCRATCH=scratch)
+        try:
+            proc = subprocess.run(command, cwd=scratch, capture_output=True,
+                                  text=True, errors="replace", timeout=timeout,
+                                  env=env, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            return Result(125, "", f"kernels: host: timed out after {timeout} s\n")
+        return Result(proc.returncode, proc.stdout, proc.stderr)
+    image = k.image() or fetch(k)
+    for f in (".guest-stdout", ".guest-stderr", ".guest-rc", ".guest-run"):
+        if os.path.exists(os.path.join(scratch, f)):
+            os.unlink(os.path.join(scratch, f))
+    script = os.path.join(scratch, ".guest-run")
+    with open(script, "w") as f:
+        f.write(_GUEST_SCRIPT.format(modules=" ".join(GUEST_MODULES),
+                                     scratch=shlex.quote(scratch),
+                                     command=shlex.join(command)))
+    env = dict(os.environ)
+    env["PATH"] = os.path.dirname(_vng()) + ":" + env.get("PATH", "/usr/bin:/bin")
+    argv = [_vng(), "--verbose", "--run", image, "--disable-kvm",
+            "--memory", memory, "--cpus", str(cpus), "--rwdir", scratch,
+            "--cwd", scratch]
+    for a in append:
+        argv += ["--append", a]
+    argv += ["--exec", f"sh {shlex.quote(script)}"]
+    console = os.path.join(scratch, ".guest-console")
+    with open(console, "w") as out:
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
+                                stderr=subprocess.STDOUT, env=env,
+                                start_new_session=True)
+        try:
+            proc.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            pass
+        finally:
+            # The timeout, or this process interrupted: the guest goes too.
+            if proc.poll() is None:
+                os.killpg(proc.pid, 9)
+                proc.wait()
+    log = open(console, errors="replace").read()
+
+    def read(name):
+        path = os.path.join(scratch, name)
+        return open(path, errors="replace").read() if os.path.exists(path) else ""
+    rc = read(".guest-rc").strip()
+    if not rc.isdigit():
+        tail = "\n".join(log.splitlines()[-20:])
+        return Result(125, read(".guest-stdout"),
+                      read(".guest-stderr") + f"kernels: {k.name}: the guest did not "
+                      f"finish the command (timeout {timeout} s, panic or no boot); "
+                      f"its console's last lines:\n{tail}\n", log)
+    return Result(int(rc), read(".guest-stdout"), read(".guest-stderr"), log)
+
+
+def describe():
+    """Lines describing each kernel: name, release, where its files are."""
+    for k in kernels():
+        where = "(this machine)" if k.is_host else (k.image() or "(not fetched)")
+        btf = k.btf if os.path.exists(k.btf) else "(no BTF saved yet)"
+        yield f"{k.name:6} {k.suite:17} {k.release() or '?':24} {where}  {btf}"

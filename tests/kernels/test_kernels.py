@@ -1,0 +1,476 @@
+"""The kernel matrix (make test-kernels): each kernel of tests/kernels/list
+is booted under qemu (TCG) with virtme-ng, tests/kernels/guest_checks.py
+runs the tools on workloads inside it and records what they did and the
+kernel's ground truth, and the assertions here judge each check, on the host.
+
+Each check of each kernel is one test, with one of three outcomes:
+  passed   the tool loaded and its numbers equal the kernel's ground truth;
+  refused  the tool exited non-zero before recording anything, saying in
+           its error lines only what this kernel lacks; or, for a feature
+           (trace's metadata records), it said in one line that this kernel
+           disables it and then recorded none of it (a refusal is checked,
+           not assumed: anything else is a failure);
+  failed   anything else: a load error, a crash, a wrong number.
+A failed check fails its test. With PAGETRACE_KERNELS_DOC=FILE the outcomes
+are written as a table to FILE (make test-kernels: docs/kernels.md).
+
+Environment:
+  PAGETRACE_KERNELS_TOOLS  directory of trace, cachetop, cachestat
+                           (default: this tree's tracer/), e.g. another
+                           checkout's tracer/ to run its binaries
+  PAGETRACE_KERNELS        kernel names to run (default: all of the list)
+  PAGETRACE_KERNELS_QUICK  kernel names that run only the load-and-one-trace
+                           check (trace_cold_cat), to keep CI within budget
+  PAGETRACE_KERNELS_RESULTS  a directory to keep each kernel's raw guest
+                           results in (NAME.json), for diagnosis
+  PAGETRACE_KERNELS_FROM   judge the results kept there instead of booting
+                           (to rework a judgement without a new run)
+"""
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import pytest
+
+from conftest import REPO, require_root
+from trace_oracle import Trace
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import guest_checks  # noqa: E402
+import kernelvm  # noqa: E402
+from guest_checks import MiB, PAGE, SCATTERED, TOUCHED  # noqa: E402
+
+TOOLS = os.path.abspath(os.environ.get("PAGETRACE_KERNELS_TOOLS", os.path.join(REPO, "tracer")))
+ALL = [k.name for k in kernelvm.kernels()]
+NAMES = (os.environ.get("PAGETRACE_KERNELS") or " ".join(ALL)).split()
+QUICK = set(os.environ.get("PAGETRACE_KERNELS_QUICK", "").split())
+QUICK_CHECKS = ["trace_cold_cat"]
+GUEST_TIMEOUT = 1800
+
+_results = {}    # kernel name -> guest_checks' JSON
+_outcomes = {}   # kernel name -> {check: (outcome, detail)}
+
+
+def checks_of(name):
+    return QUICK_CHECKS if name in QUICK else guest_checks.CHECKS
+
+
+def guest_results(name):
+    """Boots kernel NAME once and runs all its checks in it."""
+    saved = os.path.join(os.environ.get("PAGETRACE_KERNELS_FROM", "/nonexistent"), f"{name}.json")
+    if name not in _results and os.path.exists(saved):
+        with open(saved) as f:
+            _results[name] = json.load(f)
+    if name not in _results:
+        require_root()
+        k = kernelvm.kernel(name)
+        with tempfile.TemporaryDirectory(prefix=f"pagetrace-matrix-{name}-") as scratch:
+            out = os.path.join(scratch, "results.json")
+            result = kernelvm.boot(k, ["/usr/bin/python3", guest_checks.__file__, "--tools", TOOLS,
+                                       "--out", out, "--only", *checks_of(name)],
+                                   scratch, timeout=GUEST_TIMEOUT)
+            keep = os.environ.get("PAGETRACE_KERNELS_RESULTS")
+            if keep and os.path.exists(out):
+                os.makedirs(keep, exist_ok=True)
+                shutil.copyfile(out, os.path.join(keep, f"{name}.json"))
+            if result.returncode != 0 or not os.path.exists(out):
+                _results[name] = {"boot_error": f"exit {result.returncode}: "
+                                  + (result.stderr[-3000:] or result.stdout[-3000:])}
+            else:
+                with open(out) as f:
+                    _results[name] = json.load(f)
+    return _results[name]
+
+
+class Refused(Exception):
+    pass
+
+
+def refusal(run):
+    """Raises Refused when RUN is a proper refusal: non-zero exit, nothing
+    recorded, and every error line says what the kernel lacks."""
+    lines = run["stderr"].strip().splitlines()
+    if (isinstance(run["rc"], int) and run["rc"] != 0 and lines and not run["stdout"].strip()
+            and not run.get("trace", "").strip() and all("lacks" in x for x in lines)):
+        raise Refused(" / ".join(lines))
+
+
+def loaded(run, rc=0):
+    """RUN's trace, after checking that it ran as expected."""
+    refusal(run)
+    assert run["rc"] == rc, f"exit {run['rc']}: {run['stderr'][-1500:]}"
+    return Trace(run.get("trace") or run["stdout"])
+
+
+def exact_ground_truth(results):
+    """Without cachestat(2) (before 6.5) the ground truth is mincore alone,
+    exact only if nothing was reclaimed during the checks."""
+    k = results["kernel"]
+    if not k["cachestat_syscall"]:
+        assert k["pages_reclaimed_during_checks"] == 0, (
+            "pages were reclaimed and this kernel has no cachestat(2): mincore alone is not exact")
+
+
+def kinds(trace, path, kind):
+    return {off // PAGE for _, p, off, extra in trace.records if p == path and extra[0] == kind}
+
+
+def one_read_per_page(trace, path):
+    reads = [(ts, off) for ts, p, off, extra in trace.records if p == path]
+    assert len(reads) == len(set(reads)), "a page was reported twice for one read"
+
+
+# --- trace -----------------------------------------------------------------
+
+def judge_trace_cold_cat(c, results):
+    t = loaded(c["runs"][0])
+    one_read_per_page(t, c["file"])
+    assert t.page_set(c["file"]) == set(c["cached"]) == set(range(2 * MiB // PAGE))
+    assert t.trailer["lost"] == "0"
+    return t.header.get("tracer", "")
+
+
+def judge_trace_scattered_preads(c, results):
+    t = loaded(c["runs"][0])
+    assert t.page_set(c["file"]) == set(c["cached"]) == set(range(16)) | set(range(128, 144))
+
+
+def judge_trace_mmap_faults(c, results):
+    t = loaded(c["runs"][0])
+    assert t.page_set(c["file"]) == set(c["cached"])
+    assert len(t.page_set(c["file"])) == 200
+    # The cause needs filemap:mm_filemap_fault (6.12); trace says when it is '-'.
+    no_cause = "the cause column will be '-'" in c["runs"][0]["stderr"]
+    assert {r[3][3] for r in t.records if r[1] == c["file"]} == ({"-"} if no_cause else {"fault"})
+
+
+def judge_trace_child_and_grandchild(c, results):
+    t = loaded(c["runs"][0])
+    assert t.page_set(c["file"]) == set(c["cached"]) == set(range(64))
+    pids = {r[3][0] for r in t.records if r[1] == c["file"]}
+    assert len(pids) == 1 and int(pids.pop()) != 0
+
+
+def judge_trace_lost_events(c, results):
+    run = c["runs"][0]
+    t = loaded(run, rc=3)
+    assert int(t.trailer["lost"]) >= 1
+    assert "LOST" in run["stderr"]
+    assert t.page_set(f"//unknown/{c['dev']}/{c['ino']}") == set(range(16))
+
+
+NO_METADATA = "metadata reads are not recorded"
+
+
+def judge_trace_metadata_ext4(c, results):
+    t = loaded(c["runs"][0])
+    files = [r for r in t.records if r[1].startswith(c["mount"] + "/")]
+    metadata = [r for r in t.records if r[1] == c["device"]]
+    device_bytes = c["sectors_read"] * 512
+    traced_bytes = (len(files) + len(metadata)) * PAGE
+    assert len({r[1] for r in files}) == c["files"]
+    said = [x for x in c["runs"][0]["stderr"].splitlines() if NO_METADATA in x]
+    if said:
+        # trace said it cannot record metadata here: then it records none,
+        # and the files' pages are no more than what the device read.
+        assert not metadata and int(t.trailer["metadata"]) == 0
+        assert traced_bytes <= device_bytes
+        raise Refused(said[0])
+    assert metadata, "no metadata records"
+    assert abs(traced_bytes - device_bytes) <= 0.005 * device_bytes, (
+        f"trace {traced_bytes} bytes, device {device_bytes}")
+    assert all(r[3][3:] == ["metadata", c["rdev"], "0"] for r in metadata)
+
+
+# --- readpage ----------------------------------------------------------------
+
+READAHEAD_LEFT_OUT = "pages read ahead (by read() and fault read-around) through it are not recorded"
+
+
+def readpage_pages(c):
+    """readpage's notes on the probes this kernel lacks (each one line that
+    says what it leaves out), and the pages of the check's file in its raw
+    "@@pt mono_ns dev ino index order" lines."""
+    run = c["runs"][0]
+    refusal(run)
+    assert run["rc"] == 0, f"exit {run['rc']}: {run['stderr'][-1500:]}"
+    lines = run["stderr"].strip().splitlines()
+    notes = [x for x in lines if "kernel lacks tracepoint" in x]
+    # What else reaches stderr is the workload's own (python: nothing).
+    assert len(notes) == len(lines), f"unexpected messages: {lines}"
+    assert not any(x.startswith("Lost ") for x in run["stdout"].splitlines())
+    pages = set()
+    for line in run["stdout"].splitlines():
+        fields = line.split()
+        if fields[:1] == ["@@pt"] and (int(fields[2]), int(fields[3])) == (c["kernel_dev"], c["ino"]):
+            pages |= set(range(int(fields[4]), int(fields[4]) + (1 << int(fields[5]))))
+    return notes, pages
+
+
+def judge_readpage_cold_read(c, results):
+    notes, pages = readpage_pages(c)
+    if any(READAHEAD_LEFT_OUT in x for x in notes):
+        # Said: read-ahead pages are left out (a read() reads through
+        # readahead); what it does record is real.
+        assert pages <= set(c["cached"])
+        raise Refused("; ".join(notes))
+    assert pages == set(c["cached"]) == set(range(8 * MiB // PAGE))
+
+
+def judge_readpage_mmap_faults(c, results):
+    notes, pages = readpage_pages(c)
+    # MADV_RANDOM: no read-around, so each touch is one fault window.
+    assert pages == set(c["cached"])
+    assert len(pages) == 64
+    return "; ".join(notes)
+
+
+# --- trace --used and cachetop ----------------------------------------------
+
+def used_cold_warm(c, touched):
+    f = c["file"]
+    cold, warm = (loaded(r) for r in c["used"]["runs"])
+    assert kinds(cold, f, "access") == touched
+    assert kinds(cold, f, "read") == set(c["used"]["cached"])
+    assert kinds(warm, f, "access") == touched
+    assert kinds(warm, f, "read") == set()
+    return cold.header.get("tracer", "")
+
+
+def cachetop_summary(run):
+    refusal(run)
+    assert run["rc"] == 0, f"exit {run['rc']}: {run['stderr'][-1500:]}"
+    summary = json.loads(run["stdout"])
+    assert summary["lost"] == 0
+    return summary
+
+
+def row(summary, path):
+    rows = [f for f in summary["files"] if f["path"] == path]
+    assert len(rows) <= 1
+    return rows[0] if rows else {"hits": 0, "misses": 0, "mapped": 0, "dirties": 0}
+
+
+def hits_misses(summary, path):
+    r = row(summary, path)
+    return r["hits"], r["misses"]
+
+
+def cachetop_cold_warm(c, n):
+    cold, warm = (cachetop_summary(r) for r in c["cachetop"]["runs"])
+    assert hits_misses(cold, c["file"]) == (0, n)
+    assert hits_misses(warm, c["file"]) == (n, 0)
+
+
+def judge_used_cold_warm_cat(c, results):
+    return used_cold_warm(c, set(range(8 * MiB // PAGE)))
+
+
+def judge_used_scattered_preads(c, results):
+    used_cold_warm(c, set(SCATTERED))
+    assert kinds(loaded(c["used"]["runs"][0]), c["file"], "map") == set()
+
+
+def judge_used_mmap_touches(c, results):
+    used_cold_warm(c, set(TOUCHED))
+
+
+def judge_used_one_cached_one_cold(c, results):
+    t = loaded(c["used"]["runs"][0])
+    everything = set(range(4 * MiB // PAGE))
+    assert kinds(t, c["cached_file"], "read") == set()
+    assert kinds(t, c["file"], "read") == set(c["used"]["cached"]) == everything
+    assert kinds(t, c["cached_file"], "access") == kinds(t, c["file"], "access") == everything
+
+
+def judge_used_write_evict_read(c, results):
+    t = loaded(c["used"]["runs"][0])
+    everything = set(range(4 * MiB // PAGE))
+    assert kinds(t, c["file"], "read") == set(c["used"]["cached"]) == everything
+    assert kinds(t, c["file"], "access") == everything
+
+
+def judge_cachetop_cold_warm_cat(c, results):
+    cachetop_cold_warm(c, 8 * MiB // PAGE)
+
+
+def judge_cachetop_scattered_preads(c, results):
+    cachetop_cold_warm(c, len(SCATTERED))
+
+
+def judge_cachetop_mmap_touches(c, results):
+    cachetop_cold_warm(c, len(TOUCHED))
+
+
+def judge_cachetop_one_cached_one_cold(c, results):
+    s = cachetop_summary(c["cachetop"]["runs"][0])
+    (h1, m1), (h2, m2) = hits_misses(s, c["cached_file"]), hits_misses(s, c["file"])
+    assert (h1 + h2, m1 + m2) == (1024, 1024)
+
+
+def judge_cachetop_write_evict_read(c, results):
+    s = cachetop_summary(c["cachetop"]["runs"][0])
+    assert hits_misses(s, c["file"]) == (0, 1024)
+    assert row(s, c["file"])["dirties"] == 1024
+
+
+def judge_cachestat_cold_read(c, results):
+    run = c["runs"][0]
+    refusal(run)
+    assert run["rc"] == 0, f"exit {run['rc']}: {run['stderr'][-1500:]}"
+    samples = [json.loads(line) for line in run["stdout"].splitlines()]
+    assert len(samples) == 1
+    # System-wide, so the guest's other work adds to it: at least the file.
+    assert samples[0]["misses"] >= 8 * MiB // PAGE
+
+
+# (column, guest check, judge): the order of docs/kernels.md's details.
+JUDGED = [("trace", name, globals()["judge_" + name]) for name in guest_checks.TRACE_CHECKS]
+JUDGED += [("readpage", name, globals()["judge_" + name]) for name in guest_checks.READPAGE_CHECKS]
+JUDGED += [(tool, name, globals()[f"judge_{tool}_{name[len('cache_'):]}"])
+           for tool in ("used", "cachetop") for name in guest_checks.CACHE_CHECKS
+           if name.startswith("cache_")]
+JUDGED += [("cachestat", "cachestat_cold_read", judge_cachestat_cold_read)]
+CASES = [(k, tool, name, judge) for k in NAMES for tool, name, judge in JUDGED
+         if name in checks_of(k)]
+
+
+def check_record(results, tool, name):
+    c = results["checks"][name]
+    if "error" in c:
+        raise AssertionError(f"the guest check failed:\n{c['error']}")
+    if tool in ("used", "cachetop") and "runs" not in c:
+        return dict(c, runs=c[tool]["runs"])
+    return c
+
+
+@pytest.mark.parametrize("kernel,tool,check,judge", CASES,
+                         ids=[f"{k}-{tool}-{name}" for k, tool, name, _ in CASES])
+def test_kernel_check(kernel, tool, check, judge):
+    results = guest_results(kernel)
+    outcomes = _outcomes.setdefault(kernel, {})
+    try:
+        if "boot_error" in results:
+            raise AssertionError(f"kernel {kernel}: {results['boot_error']}")
+        c = check_record(results, tool, check)
+        exact_ground_truth(results)
+        detail = judge(c, results)
+    except Refused as e:
+        outcomes[tool, check] = ("refused", str(e))
+        return
+    except Exception as e:
+        outcomes[tool, check] = ("failed", str(e).strip().splitlines()[0] if str(e).strip() else repr(e))
+        raise
+    outcomes[tool, check] = ("passed", detail or "")
+
+
+def test_kernel_without_btf_is_one_line():
+    """A kernel without BTF, as trace and the cache tools see it: a BTF file
+    that does not exist (--btf) for trace; one line, non-zero exit."""
+    require_root()
+    proc = subprocess.run([os.path.join(TOOLS, "trace"), "--btf", "/nonexistent/vmlinux",
+                           "--", "true"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1
+    assert proc.stderr == "trace: --btf: /nonexistent/vmlinux: No such file or directory\n"
+    assert proc.stdout == ""
+
+
+def test_a_load_error_is_a_failure_not_a_refusal():
+    """The judgement itself: only a run that recorded nothing and whose
+    every error line names what the kernel lacks is a refusal."""
+    lacks = "trace: kernel lacks tracepoint filemap:mm_filemap_get_pages, which --used needs\n"
+    with pytest.raises(Refused):
+        refusal({"rc": 1, "stdout": "", "stderr": lacks})
+    for run in ({"rc": 1, "stdout": "", "stderr": "trace: loading BPF programs: Invalid argument "
+                 "(rerun with -v for the verifier's log)\n"},
+                {"rc": 1, "stdout": "", "stderr": lacks + "Segmentation fault\n"},
+                {"rc": 1, "stdout": "# pagetrace-format: 2\n", "stderr": lacks},
+                {"rc": "timeout", "stdout": "", "stderr": lacks}):
+        refusal(run)  # not a refusal: the judge goes on, and fails it
+        with pytest.raises(AssertionError):
+            loaded(run)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def kernels_doc():
+    yield
+    doc = os.environ.get("PAGETRACE_KERNELS_DOC")
+    if doc and _outcomes:
+        with open(doc, "w") as f:
+            f.write(render(_outcomes, _results))
+
+
+COLUMNS = [("trace", "`trace`"), ("used", "`trace --used`"), ("cachetop", "`cachetop`"),
+           ("cachestat", "`cachestat`"), ("readpage", "`readpage` (bpftrace)")]
+
+
+def tools_run():
+    """Where each tool came from (PAGETRACE_KERNELS_TOOLS may mix trees)."""
+    def where(tool):
+        path = os.path.realpath(os.path.join(TOOLS, tool))
+        return f"`{os.path.relpath(path, REPO) if path.startswith(REPO + '/') else path}`"
+    return ", ".join(where(t) for t in ("trace", "cachetop", "cachestat", "readpage"))
+
+
+# The checks whose detail, when they pass, is the tracer's header: which
+# programs it loaded.
+LOADED_BY = [("trace", "trace_cold_cat"), ("used", "cache_cold_warm_cat")]
+
+
+def render(outcomes, results):
+    """docs/kernels.md from the run's outcomes."""
+    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        "# Kernels: which tool loads and is exact where",
+        "",
+        "Generated by `make test-kernels` (tests/kernels/test_kernels.py); do not edit.",
+        f"Run {now} on {os.uname().nodename} (host kernel {os.uname().release}, "
+        f"{os.cpu_count()} CPUs); the tools run: {tools_run()}.",
+        "Each kernel is Debian's own package (tests/kernels/list), booted under qemu (TCG) with",
+        "virtme-ng; `host` is this machine's kernel, checked directly. A cell counts the checks",
+        "that passed (the tool's numbers equal the kernel's ground truth: mincore, cachestat(2)",
+        "where the kernel has it, /proc/diskstats), refused (non-zero exit, nothing recorded,",
+        "every error line says what the kernel lacks) and failed.",
+        "",
+        "| kernel | release | programs loaded (`trace`, `trace --used`) | "
+        + " | ".join(title for _, title in COLUMNS) + " |",
+        "| --- | --- | --- | " + " | ".join("---" for _ in COLUMNS) + " |",
+    ]
+    for name in NAMES:
+        got = outcomes.get(name, {})
+        r = results.get(name, {})
+        release = r.get("kernel", {}).get("release", "(did not boot)" if "boot_error" in r else "?")
+        loaded_by = [got[key][1] for key in LOADED_BY if key in got and got[key][0] == "passed"]
+        cells = []
+        for tool, _ in COLUMNS:
+            counts = {}
+            for (t, _), (o, _) in got.items():
+                if t == tool:
+                    counts[o] = counts.get(o, 0) + 1
+            cells.append(", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "not run")
+        quick = " (quick: load and one trace)" if name in QUICK else ""
+        lines.append(f"| {name}{quick} | {release} | {'; '.join(loaded_by) or '-'} | "
+                     + " | ".join(cells) + " |")
+    lines += ["", "## Each check", ""]
+    for name in NAMES:
+        lines.append(f"### {name}")
+        lines.append("")
+        if "boot_error" in results.get(name, {}):
+            lines.append("Did not boot or run the checks: "
+                         + results[name]["boot_error"].strip().splitlines()[-1])
+            lines.append("")
+        for (tool, check), (o, d) in sorted(outcomes.get(name, {}).items()):
+            detail = f": {d}" if d and (o != "passed" or (tool, check) not in LOADED_BY) else ""
+            lines.append(f"- `{tool}` {check[len('cache_'):] if check.startswith('cache_') else check}"
+                         f": **{o}**{detail}")
+        lines.append("")
+    lines += ["## How to add a kernel", "",
+              "Add one line to `tests/kernels/list` (name, Debian suite, package names: the generic",
+              "`-amd64` flavour), then `make test-kernels`. `tests/kernels/fetch NAME` downloads it once",
+              "(a private apt configuration, cached in /var/lib/pagetrace-kernels);",
+              "`tests/kernels/boot NAME -- COMMAND` runs a command in it.", ""]
+    return "\n".join(lines)
