@@ -73,9 +73,15 @@ static int replay_trace(struct replay *r)
 	}
 	if (r->opt.evict)
 		evict_files(r);
+	/* Last before the timer: a pause longer than a slice would start a
+	 * new one, with a new budget. */
+	if (r->n_throttle_disks)
+		throttle_spend_budget(r);
 	if (r->fatal || run_requests(r) < 0)
 		return -1;
 	throttle_read_counts(&r->throttled);
+	r->throttled.reads -= r->budget_counts.reads;
+	r->throttled.read_bytes -= r->budget_counts.read_bytes;
 	throttle_end();
 	count_seeks(r);
 	if (!r->opt.quiet)
