@@ -52,6 +52,7 @@ struct options {
 	int quiet;
 	struct throttle_limits throttle;  /* --throttle, --device-profile */
 	const char *cgroup;       /* --cgroup DIR: joined before the reads */
+	const char *drive_profile; /* --device-profile of diskemu's, or NULL */
 };
 
 struct extent {

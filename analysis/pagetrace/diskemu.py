@@ -253,3 +253,52 @@ def private_mounts():
         raise DiskEmuError(f"cannot make the mounts private: "
                            f"{os.strerror(err)}")
     yield
+
+
+def image_under(path, mountinfo="/proc/self/mountinfo"):
+    """(mount point, image) of the loop-mounted file system holding PATH.
+    DiskEmuError when it is not on a loop device over an image file."""
+    dev = os.stat(path).st_dev
+    with open(mountinfo) as f:
+        for line in f:
+            fields = line.split()
+            major, minor = (int(x) for x in fields[2].split(":"))
+            if os.makedev(major, minor) != dev:
+                continue
+            point = fields[4].encode().decode("unicode_escape")
+            source = fields[fields.index("-") + 2]
+            backing = f"/sys/block/{os.path.basename(source)}/loop/" \
+                "backing_file"
+            if source.startswith("/dev/loop") and os.path.exists(backing):
+                with open(backing) as b:
+                    return point, b.read().strip()
+    raise DiskEmuError(f"{path}: not on a loop device's image (put the "
+                       "files in an image: docs/diskemu.md)")
+
+
+def settle(point):
+    """Writes everything, journal included, to its final place in the
+    image (diskemu mounts it without journal recovery): freeze and thaw."""
+    import fcntl
+    os.sync()
+    fifreeze, fithaw = 0xC0045877, 0xC0045878
+    fd = os.open(point, os.O_RDONLY)
+    try:
+        fcntl.ioctl(fd, fifreeze, 0)
+        fcntl.ioctl(fd, fithaw, 0)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+@contextlib.contextmanager
+def emulated_under(path, profile):
+    """The emulated disk under the file system holding PATH, mounted over
+    it in this process's own mount namespace (for good: see
+    private_mounts) while the `with` lasts. Yields the EmulatedDisk."""
+    point, image = image_under(path)
+    settle(point)
+    with private_mounts():
+        with EmulatedDisk(image, profile, mount=point) as disk:
+            yield disk
