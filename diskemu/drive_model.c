@@ -263,12 +263,14 @@ static double frac(double x)
 }
 
 /* Data the read-ahead buffer holds or will hold once the stream reaches
- * it: from the last missed request's start to readahead past the last
- * request's end. */
+ * it: from the last missed request's start, but no more than readahead
+ * bytes back (the buffer's size), to readahead past the last request's
+ * end. */
 static int buffered(const struct drive_model *m, const struct drive_state *s,
 		    double offset, double length)
 {
-	return s->started && offset >= s->buffer_begin &&
+	return s->started &&
+		offset >= fmax(s->buffer_begin, s->stream_end - m->p.readahead) &&
 		offset + length <= s->stream_end + m->p.readahead;
 }
 
