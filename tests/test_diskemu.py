@@ -305,9 +305,11 @@ def scattered_trace(path, data, pages, seed=1):
     return path
 
 
-def devices_in_use():
+def devices_in_use(before=()):
+    """diskemu's loop devices there are, less those in BEFORE (another
+    diskemu, an experiment or a parallel session, may be running)."""
     return sorted(p for p in glob.glob("/sys/block/loop*/loop/backing_file")
-                  if open(p).read().strip() == "/disk")
+                  if open(p).read().strip() == "/disk" and p not in before)
 
 
 def test_replay_reads_from_the_emulated_disk(image_fs, tmp_path):
@@ -317,6 +319,7 @@ def test_replay_reads_from_the_emulated_disk(image_fs, tmp_path):
     nothing of it is left afterwards."""
     data, mnt = image_fs
     trace = scattered_trace(tmp_path / "t.log", data, 100)
+    before = devices_in_use()
     plain = subprocess.run([REPLAY, "-j", "-q", "--no-group", "--evict",
                             trace], capture_output=True, text=True)
     emulated = subprocess.run([REPLAY, "-j", "-q", "--no-group",
@@ -328,7 +331,7 @@ def test_replay_reads_from_the_emulated_disk(image_fs, tmp_path):
     profile = diskemu.load_profiles()["hdd-7200"]
     assert out["elapsed_s"] >= 100 * profile["t2t_ms"] / 1e3
     assert json.loads(plain.stdout)["elapsed_s"] < out["elapsed_s"] / 3
-    assert devices_in_use() == [] and fuse_mounts() == []
+    assert devices_in_use(before) == [] and fuse_mounts() == []
     assert mounted(mnt)   # the image's own mount, untouched
 
 
@@ -338,17 +341,19 @@ def test_replay_device_profile_needs_an_image(tmp_path):
     trace = tmp_path / "t.log"
     trace.write_text("# pagetrace-format: 1\n# page-size: 4096\n"
                      f"1700000000000000 {tmp_path / 'f'} 0\n")
+    before = devices_in_use()
     ran = subprocess.run([REPLAY, "--device-profile", "hdd-7200", trace],
                          capture_output=True, text=True, timeout=60)
     assert ran.returncode == 1
     assert "--device-profile hdd-7200: not on a loop device's image" in \
         ran.stderr
-    assert devices_in_use() == []
+    assert devices_in_use(before) == []
 
 
 def test_replay_interrupted_on_the_emulated_disk(image_fs, tmp_path):
     data, _ = image_fs
     trace = scattered_trace(tmp_path / "t.log", data, 2000, seed=2)
+    before = devices_in_use()
     proc = subprocess.Popen([REPLAY, "-q", "--no-group", "--device-profile",
                              "hdd-7200", trace], stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, text=True)
@@ -357,9 +362,9 @@ def test_replay_interrupted_on_the_emulated_disk(image_fs, tmp_path):
     proc.communicate(timeout=60)
     assert proc.returncode != 0
     deadline = time.monotonic() + 15
-    while devices_in_use() and time.monotonic() < deadline:
+    while devices_in_use(before) and time.monotonic() < deadline:
         time.sleep(0.1)
-    assert devices_in_use() == [] and fuse_mounts() == []
+    assert devices_in_use(before) == [] and fuse_mounts() == []
 
 
 def test_replay_unknown_profile_names_both_kinds(tmp_path):

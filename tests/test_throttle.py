@@ -217,7 +217,7 @@ def test_replay_signal_mid_run_removes_cgroup(loopfs, tmp_path, sig, status):
     (["--throttle", "riops=10,wiops=3"], "unknown key"),
     (["--device-profile", "floppy"],
      "replay: --device-profile: 'floppy': no such profile (there are "
-     "cloud-3000, sdcard, hdd-150)"),
+     "cloud-3000, sdcard, hdd-150, and diskemu's: diskemu --list-profiles)"),
     (["--device-profile", "sdcard", "--throttle", "riops=5"], "give one of"),
 ])
 def test_replay_bad_limits(loopfs, tmp_path, args, message):
