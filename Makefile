@@ -4,7 +4,7 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 PYTHON ?= $(CURDIR)/.venv/bin/python
 # Sub-projects with a Makefile of their own.
-SUBDIRS := lib tracer replay samples
+SUBDIRS := lib tracer replay samples diskemu
 
 .PHONY: all deps test test-kernels test-spark bench demo install clean $(SUBDIRS)
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "emulated_disk.h"
 #include "size.h"
 
 const char *argp_program_version = "replay (pagetrace) " REPLAY_VERSION;
@@ -36,6 +37,9 @@ static const char doc[] =
 "  replay --queue-depth 8 --max-request 256K reads.log\n"
 "  sudo replay --throttle riops=150 reads.log   as on a 150-IOPS disk\n"
 "  sudo replay --device-profile cloud-3000 --sorted reads.log\n"
+"  sudo replay --device-profile hdd-7200 --sorted reads.log\n"
+"                                          on an emulated 7,200 rpm disk\n"
+"                                          (files on a loop-mounted image)\n"
 "  sudo replay --cgroup /sys/fs/cgroup/slow reads.log\n"
 "                                          timed inside your own cgroup\n"
 "  trace -- app | replay --evict --json -\n"
@@ -83,7 +87,9 @@ static const struct argp_option argp_options[] = {
 	 "whose blk-throttle limits the reads of the trace's disks to N per "
 	 "second (and SIZE bytes per second); root", 3},
 	{"device-profile", OPT_DEVICE_PROFILE, "NAME", 0, "--throttle with the "
-	 "limits of cloud-3000, sdcard or hdd-150 (docs/replay.md)", 3},
+	 "limits of cloud-3000, sdcard or hdd-150 (docs/replay.md); or an "
+	 "emulated spinning disk, hdd-7200 or hdd-5400, under files on a "
+	 "loop-mounted image (docs/diskemu.md)", 3},
 	{"cgroup", OPT_CGROUP, "DIR", 0, "Join the existing cgroup DIR once "
 	 "the trace's files are open, so that its limits apply to the "
 	 "replayed reads and not to opening the files; root", 3},
@@ -163,6 +169,8 @@ static void check_conflicts(struct argp_state *state)
 		argp_error(state, "--plan does no I/O: drop --throttle");
 	if (opt->plan && opt->cgroup)
 		argp_error(state, "--plan does no I/O: drop --cgroup");
+	if (opt->plan && opt->drive_profile)
+		argp_error(state, "--plan does no I/O: drop --device-profile");
 	if (opt->cgroup && opt->throttle.riops)
 		argp_error(state, "--cgroup and --throttle both choose the "
 			   "cgroup: give one");
@@ -177,8 +185,13 @@ static void parse_throttle(struct argp_state *state, int key, char *arg)
 	ps->throttles++;
 	if (key == OPT_DEVICE_PROFILE &&
 	    throttle_profile(arg, &ps->opt->throttle) < 0) {
+		if (emulated_disk_has_profile(arg)) {
+			ps->opt->drive_profile = arg;
+			return;
+		}
 		errmsg("--device-profile", "'%s': no such profile (there are "
-		       "%s)", arg, throttle_profile_names());
+		       "%s, and diskemu's: diskemu --list-profiles)", arg,
+		       throttle_profile_names());
 		exit(2);
 	}
 	if (key == OPT_THROTTLE &&

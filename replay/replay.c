@@ -2,6 +2,7 @@
  * or the on-disk order, with O_DIRECT (measured) or into the page cache
  * (--prefetch). Never opens anything for writing. See replay.1. */
 #include "replay.h"
+#include "emulated_disk.h"
 
 #include <errno.h>
 #include <stdarg.h>
@@ -53,6 +54,9 @@ static int replay_trace(struct replay *r)
 		       (unsigned long long)r->page_size);
 		return -2;
 	}
+	if (r->opt.drive_profile && r->n_files &&
+	    emulated_disk_begin(r->opt.drive_profile, r->files[0].path) < 0)
+		return -1;
 	open_files(r);
 	if (r->fatal)
 		return -1;
@@ -73,9 +77,15 @@ static int replay_trace(struct replay *r)
 	}
 	if (r->opt.evict)
 		evict_files(r);
+	/* Last before the timer: a pause longer than a slice would start a
+	 * new one, with a new budget. */
+	if (r->n_throttle_disks)
+		throttle_spend_budget(r);
 	if (r->fatal || run_requests(r) < 0)
 		return -1;
 	throttle_read_counts(&r->throttled);
+	r->throttled.reads -= r->budget_counts.reads;
+	r->throttled.read_bytes -= r->budget_counts.read_bytes;
 	throttle_end();
 	count_seeks(r);
 	if (!r->opt.quiet)
@@ -114,6 +124,7 @@ int main(int argc, char **argv)
 	if (failed && status != -2 && !r.fatal && r.n_records > 0)
 		errmsg(NULL, "nothing could be replayed");
 	close_files(&r);
+	emulated_disk_end();    /* after the files that held its mount */
 	free(r.pages);
 	free(r.used);
 	free(r.requests);

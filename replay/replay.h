@@ -52,6 +52,7 @@ struct options {
 	int quiet;
 	struct throttle_limits throttle;  /* --throttle, --device-profile */
 	const char *cgroup;       /* --cgroup DIR: joined before the reads */
+	const char *drive_profile; /* --device-profile of diskemu's, or NULL */
 };
 
 struct extent {
@@ -137,6 +138,12 @@ struct replay {
 	dev_t throttle_disks[THROTTLE_MAX_DISKS];
 	size_t n_throttle_disks;
 	struct throttle_counts throttled;  /* the cgroup's own counters */
+	/* throttle_budget.c: the untimed reads that spent blk-throttle's
+	 * first slice, how many disks they made wait, and the counters
+	 * after them (subtracted from `throttled`). */
+	uint64_t budget_reads;
+	size_t budget_spent_disks;
+	struct throttle_counts budget_counts;
 };
 
 /* replay.c */
@@ -166,6 +173,9 @@ void count_seeks(struct replay *r);
 
 /* io.c */
 int run_requests(struct replay *r);
+
+/* throttle_budget.c */
+void throttle_spend_budget(struct replay *r);
 
 /* report.c */
 void print_plan(const struct replay *r);

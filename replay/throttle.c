@@ -641,6 +641,10 @@ void throttle_print_json(const struct replay *r)
 	print_optional("kernel_reads", r->throttled.reads, r->throttled.known);
 	print_optional("kernel_read_bytes", r->throttled.read_bytes,
 		       r->throttled.known);
+	printf(", \"budget_reads\": %llu, \"budget_spent\": %s",
+	       (unsigned long long)r->budget_reads,
+	       r->n_throttle_disks &&
+	       r->budget_spent_disks == r->n_throttle_disks ? "true" : "false");
 	fputs("}", stdout);
 }
 
@@ -668,5 +672,10 @@ void throttle_print_summary(const struct replay *r)
 		fprintf(stderr, "; the kernel counted %llu reads, %.0f per "
 			"second", (unsigned long long)r->throttled.reads,
 			(double)r->throttled.reads / r->stats.elapsed_s);
+	if (r->n_throttle_disks)
+		fprintf(stderr, "; %llu untimed reads spent the first "
+			"slice's budget%s", (unsigned long long)r->budget_reads,
+			r->budget_spent_disks == r->n_throttle_disks ? "" :
+			" (not all of it: the disk is slower than the limit)");
 	fputc('\n', stderr);
 }

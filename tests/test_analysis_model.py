@@ -258,3 +258,32 @@ def test_access_records_between_reads_change_nothing(tmp_path):
     assert metrics.trace_seek_report(frame)["sorted"]["requests"] == 1
     predicted = model.predict_trace(frame)
     assert predicted["original"] == predicted["sorted"]
+
+
+def test_fit_hdd_recovers_a_known_curve_from_exact_runs():
+    """Runs timed exactly by an HDDModel (random distances over spans from
+    0.01% to all of the disk): fit_hdd finds the access constant (rotation
+    plus track-to-track) and the curve's rise; given the rotation, every
+    parameter. Rotation and track-to-track alone are not separable: each
+    moving read pays both."""
+    from pagetrace import model as hdd
+    truth = hdd.HDDModel(rpm=7200, capacity_bytes=1e12, track_to_track_ms=1.0,
+                         boundary_ms=6.2, full_stroke_ms=20.0,
+                         transfer_bytes_per_s=125e6, per_request_ms=0.3)
+    rng = np.random.default_rng(4)
+    runs = []
+    for span in (1e8, 1e9, 1e10, 1e11, 3e11, 1e12):
+        d = np.abs(rng.uniform(0, span, 300) - rng.uniform(0, span, 300))
+        seconds = (300 * 0.3 + truth.seek_ms(d).sum()
+                   + 300 * truth.rotational_latency_ms) / 1e3 + 300 * 4096 / 125e6
+        runs.append({"elapsed_s": seconds, "distances": d, "requests": 300,
+                     "bytes": 300 * 4096, "per_request_s": 0.3e-3,
+                     "bytes_per_s": 125e6})
+    fitted, fit = hdd.fit_hdd(runs, 1e12)
+    assert fit.coefficients["access_ms"] == pytest.approx(1.0 + 30_000 / 7200)
+    assert fit.max_relative_error < 1e-9
+    fitted, _ = hdd.fit_hdd(runs, 1e12, rotation_ms=30_000 / 7200)
+    assert fitted.track_to_track_ms == pytest.approx(1.0, rel=1e-6)
+    assert fitted.boundary_ms == pytest.approx(6.2, rel=1e-6)
+    assert fitted.full_stroke_ms == pytest.approx(20.0, rel=1e-6)
+    assert hdd.mean_seek_ms(fitted) == pytest.approx(hdd.mean_seek_ms(truth))

@@ -50,7 +50,7 @@ import threading
 import time
 from collections import deque, namedtuple
 
-from . import __version__, cache, throttle, tracefile
+from . import __version__, cache, diskemu, throttle, tracefile
 from .frontdoor import find_c_tool
 from .escape import display_path, escape
 from .startup_csv import (BESIDE_STATES, MERGED_STATES, STATES, USED_STATES,
@@ -879,6 +879,9 @@ examples:
       --states selective,hot,concurrent,concurrent-merged -- firefox-esr ...
   sudo startup-bench --trace used.log -n 10 --device-profile hdd-150 \\
       -o hdd.csv -- firefox-esr ...        # as on a 150-IOPS disk
+  sudo startup-bench --trace reads.log -n 5 --device-profile hdd-7200 \\
+      -- app ...                           # on an emulated 7,200 rpm disk
+                                           # (the files on a loop-mounted image)
   startup-bench --summarize runs.csv --json
 
 exit status: 0 every run ok; 1 a run failed or timed out, a state was
@@ -982,7 +985,10 @@ def build_parser(prog=PROG):
                       "per second (and SIZE bytes per second); root")
     slow.add_argument("--device-profile", metavar="NAME",
                       help="--throttle with the limits of "
-                      + ", ".join(throttle.PROFILES) + " (docs/replay.md)")
+                      + ", ".join(throttle.PROFILES) + " (docs/replay.md); or an "
+                      "emulated spinning disk (hdd-7200, hdd-5400: diskemu, "
+                      "docs/diskemu.md) under the trace's files, which must be "
+                      "on a loop-mounted image")
     parser.add_argument("--summarize", metavar="RUNS_CSV",
                         help="only summarize a CSV written earlier")
     return parser
@@ -1017,6 +1023,9 @@ def main(argv=None, prog=PROG):
             re.compile(args.ready_regex)
         except re.error as exc:
             parser.error(f"--ready-regex: {exc}")
+    args.drive = None
+    if args.device_profile and diskemu.is_profile(args.device_profile):
+        args.drive, args.device_profile = args.device_profile, None
     try:
         args.limits = (throttle.profile_limits(args.device_profile) if args.device_profile
                        else throttle.parse_limits(args.throttle) if args.throttle else None)
@@ -1025,7 +1034,12 @@ def main(argv=None, prog=PROG):
         return 2
     args.throttled = None
     try:
+        if args.drive:
+            return bench_on_emulated_disk(args, command)
         return bench(args, command)
+    except diskemu.DiskEmuError as exc:
+        print(f"{prog}: --device-profile {args.drive}: {exc}", file=sys.stderr)
+        return 1
     except throttle.ThrottleError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 1
@@ -1040,8 +1054,10 @@ def main(argv=None, prog=PROG):
         return 130
 
 
-def throttle_note(throttled, runs):
+def throttle_note(throttled, runs, drive=None):
     """The device line of the summary: the profile the runs were made on."""
+    if drive:
+        return f"device: emulated spinning disk {drive} (diskemu, docs/diskemu.md)"
     if throttled:
         limits = throttle.Limits(throttled["riops"], throttled["rbps"], throttled["profile"])
         return (f"device: {throttle.describe(limits)}, blk-throttle on "
@@ -1049,6 +1065,18 @@ def throttle_note(throttled, runs):
     labels = sorted({r.throttle for r in runs if r.throttle})
     return f"device: throttled as {', '.join(labels)}" if labels else \
         "device: not throttled (the machine's own storage)"
+
+
+def bench_on_emulated_disk(args, command):
+    """The whole session on diskemu's drive (docs/diskemu.md): the trace's
+    files come from the emulated disk under their file system, mounted in
+    this process's own namespace, for the command and the replays alike."""
+    trace = tracefile.read(args.trace)
+    paths = list(tracefile.pages_by_file(trace)[0])
+    if not paths:
+        raise NothingToDo(f"{args.trace}: no read records")
+    with diskemu.emulated_under(paths[0], args.drive):
+        return bench(args, command)
 
 
 def bench(args, command):
@@ -1061,7 +1089,8 @@ def bench(args, command):
             args, command, cache)
         extra = {"governor": governor, "cache_method": method, "replay": replay,
                  "run_as_uid": run_as.uid if run_as else os.geteuid(),
-                 "refused": refused, "throttle": args.throttled}
+                 "refused": refused, "throttle": args.throttled,
+                 "emulated_disk": getattr(args, "drive", None)}
     summary = summarize(runs)
     compared = comparisons(summary)
     compared["prefetch_gains"] = prefetch_gains(runs)
@@ -1072,7 +1101,7 @@ def bench(args, command):
         sys.stdout.write("\n")
     else:
         notes = [f"state {s} refused: {why}" for s, why in refused.items()]
-        notes.append(throttle_note(args.throttled, runs))
+        notes.append(throttle_note(args.throttled, runs, getattr(args, "drive", None)))
         if "governor" in extra:
             notes.append(f"cpu0 frequency governor: {extra['governor']}"
                          if extra["governor"] else "cpu frequency governor: not exposed "

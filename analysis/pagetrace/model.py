@@ -270,3 +270,76 @@ def relative_errors(model, runs):
     """(predicted - measured) / measured of each run."""
     return [(model.time_s(run["ios"], run["bytes"]) - run["elapsed_s"])
             / run["elapsed_s"] for run in runs]
+
+
+# --- the HDD model's parameters from replays on a known disk -------------
+
+def seek_growth_terms(distances, capacity_bytes, boundary_fraction):
+    """Per request, the coefficients of (1, boundary_ms - track_to_track_ms,
+    full_stroke_ms - track_to_track_ms) in HDDModel.seek_ms, once the
+    boundary's place is fixed: seek = t2t + dB * g1 + dF * g2. Rows of
+    zeros for no movement."""
+    f = np.clip(np.asarray(distances, dtype=float) / capacity_bytes, 0, 1)
+    b = boundary_fraction
+    h_short = np.sqrt(np.minimum(f, b) / b)
+    h_long = np.clip((f - b) / (1 - b), 0, 1)
+    short = f <= b
+    terms = np.stack([np.ones_like(f), np.where(short, h_short, 1 - h_long),
+                      np.where(short, 0.0, h_long)], axis=1)
+    return np.where((f > 0)[:, None], terms, 0.0)
+
+
+def fit_hdd(runs, capacity_bytes, boundary_fraction=0.2, rotation_ms=None):
+    """An HDDModel from replays of scattered reads on a disk. Each run is a
+    dict: `elapsed_s`, `distances` (bytes, one per read), `requests`,
+    `bytes`, and the per-request cost `per_request_s` and media rate
+    `bytes_per_s` measured apart (runs of sequential reads).
+
+    Every read that moves the head pays a rotational wait and at least the
+    track-to-track time, so replays' times determine only their sum (the
+    access constant) and how the seek grows with distance: least squares
+    (non-negative) of
+        elapsed - requests * per_request - bytes / rate
+          = moves * (rotation + t2t) + sum of dB * g1 + dF * g2
+    The split needs one of the two from elsewhere: ROTATION_MS (the
+    datasheet's rpm gives it); without it the whole constant is taken as
+    rotation and the track-to-track time is 0. Returns (HDDModel, Fit)."""
+    per_request = runs[0]["per_request_s"]
+    rate = runs[0]["bytes_per_s"]
+    rows, target = [], []
+    for run in runs:
+        rows.append(seek_growth_terms(run["distances"], capacity_bytes,
+                                      boundary_fraction).sum(axis=0) / 1e3)
+        target.append(run["elapsed_s"] - run["requests"] * per_request
+                      - run["bytes"] / rate)
+    matrix, target = np.array(rows), np.array(target)
+    access_ms, rise_b, rise_f = _nonnegative_lstsq(matrix, target)
+    rotation = access_ms if rotation_ms is None else rotation_ms
+    t2t = access_ms - rotation
+    model = HDDModel(rpm=30_000.0 / rotation if rotation > 0 else float("inf"),
+                     transfer_bytes_per_s=rate, capacity_bytes=capacity_bytes,
+                     track_to_track_ms=t2t,
+                     boundary_fraction=boundary_fraction,
+                     boundary_ms=t2t + rise_b, full_stroke_ms=t2t + rise_f,
+                     per_request_ms=per_request * 1e3)
+    elapsed = np.array([r["elapsed_s"] for r in runs])
+    predicted = elapsed - target + matrix @ np.array([access_ms, rise_b, rise_f])
+    fit = Fit(kind="hdd-curve",
+              coefficients={"access_ms": access_ms,
+                            "boundary_rise_ms": rise_b,
+                            "full_stroke_rise_ms": rise_f},
+              measured_s=elapsed.tolist(), predicted_s=predicted.tolist(),
+              rms_error_s=float(np.sqrt(np.mean((predicted - elapsed) ** 2))),
+              max_relative_error=float((np.abs(predicted - elapsed)
+                                        / elapsed).max()),
+              determined=len(runs) > 3)
+    return model, fit
+
+
+def mean_seek_ms(model, span_bytes=None, steps=20000):
+    """The model's mean seek over random pairs of positions in a span (the
+    datasheet's average seek over the whole disk by default)."""
+    span = span_bytes or model.capacity_bytes
+    x = (np.arange(steps) + 0.5) * span / steps
+    return float(np.sum(model.seek_ms(x) * 2 * (span - x) / span ** 2)
+                 * span / steps)
