@@ -49,7 +49,7 @@ install: all
 	install -m 0755 $(SCRIPTS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 $(MAN1) $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -d $(DESTDIR)$(PREFIX)/share/pagetrace/pagetrace
-	install -m 0644 analysis/pagetrace/*.py $(DESTDIR)$(PREFIX)/share/pagetrace/pagetrace/
+	install -m 0644 analysis/pagetrace/*.py analysis/pagetrace/VERSION analysis/pagetrace/device-profiles.tsv $(DESTDIR)$(PREFIX)/share/pagetrace/pagetrace/
 
 clean:
 	for d in $(SUBDIRS); do $(MAKE) -C $$d clean; done

@@ -9,7 +9,11 @@ the package imports none of numpy, pandas or pyarrow: the names below that
 need them (`read_trace` and the other DataFrame readers) are imported on
 first use.
 """
-__version__ = "0.2.0"
+from pathlib import Path as _Path
+
+# The one version of every pagetrace tool, C and Python.
+__version__ = (_Path(__file__).with_name("VERSION").read_text(encoding="ascii")
+               .strip())
 
 # Names of the core, imported now (standard library only).
 from .tracefile import (MalformedTraceError, TraceError,  # noqa: E402

@@ -29,18 +29,30 @@ from collections import namedtuple
 Limits = namedtuple("Limits", "riops rbps profile")
 Profile = namedtuple("Profile", "riops rbps source")
 
-# docs/replay.md, "Slow storage", has the sources in full.
-PROFILES = {
-    "cloud-3000": Profile(3000, 125 << 20,
-                          "AWS EBS gp3 baseline: 3,000 IOPS, 125 MiB/s"),
-    "sdcard": Profile(1500, 10_000_000,
-                      "SD Association Application Performance Class A1 "
-                      "minimum: 1,500 random read IOPS, 10 MB/s sustained "
-                      "sequential"),
-    "hdd-150": Profile(150, 150_000_000,
-                       "7,200 rpm disk: 4.17 ms rotation + short seek ~ "
-                       "6.6 ms a read (~150 IOPS), 150 MB/s transfer"),
-}
+PROFILES_TABLE = os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                              "device-profiles.tsv")
+
+
+def read_profiles(path=PROFILES_TABLE, kind="blk-throttle"):
+    """name -> Profile, the rows of KIND in the one table of device profiles
+    (replay compiles the same file in); docs/replay.md, "Slow storage"."""
+    profiles, columns = {}, None
+    with open(path, encoding="utf-8") as table:
+        for line in table:
+            if line.startswith("#") or not line.strip():
+                continue
+            cells = line.rstrip("\n").split("\t")
+            if columns is None:
+                columns = cells
+                continue
+            row = dict(zip(columns, cells))
+            if row["kind"] == kind:
+                profiles[row["name"]] = Profile(int(row["riops"]),
+                                                int(row["rbps"]), row["source"])
+    return profiles
+
+
+PROFILES = read_profiles()
 
 MOUNTINFO = "/proc/self/mountinfo"
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)

@@ -7,7 +7,7 @@ words of every reason. Every Python reader of traces is built on this
 module: the tools (pagecache, startup-bench) use `read` / `parse_bytes`
 directly, and the pandas reader (`pagetrace.trace`) uses `read_header`,
 `check_record` and `find_trailer`, so that the readers cannot drift apart.
-The C reader (replay/tracefile.c) implements the same rules; both are run
+The C reader (lib/tracefile.c) implements the same rules; both are run
 on samples/conformance/ by tests/test_conformance.py.
 """
 import gzip

@@ -123,10 +123,4 @@ int tracefile_is_metadata(const char *path, size_t len);
 /* "read", "access", "map". */
 const char *tracefile_kind_name(enum tracefile_kind kind);
 
-/* Writes BYTES escaped as the trace format does (\ooo for space, tab,
- * newline, backslash, other control bytes and 0x7f; EXTRA lists further
- * bytes to escape, may be NULL). */
-void tracefile_write_escaped(FILE *out, const char *bytes, size_t len,
-			     const char *extra);
-
 #endif

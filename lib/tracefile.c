@@ -3,6 +3,7 @@
 #include "tracefile.h"
 
 #include "array.h"
+#include "escape.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -128,7 +129,7 @@ static void quote_escaped(char *out, size_t cap, const char *s, size_t len)
 	out[0] = '\0';
 	if (!mem)
 		return;
-	tracefile_write_escaped(mem, s, len > QUOTE_MAX ? QUOTE_MAX : len,
+	escape_write(mem, s, len > QUOTE_MAX ? QUOTE_MAX : len,
 				NULL);
 	fclose(mem);
 }
@@ -745,20 +746,4 @@ int tracefile_is_metadata(const char *path, size_t len)
 const char *tracefile_kind_name(enum tracefile_kind kind)
 {
 	return kind < TRACEFILE_KIND_COUNT ? kind_names[kind] : "?";
-}
-
-void tracefile_write_escaped(FILE *out, const char *bytes, size_t len,
-			     const char *extra)
-{
-	size_t i;
-
-	for (i = 0; i < len; i++) {
-		unsigned char c = (unsigned char)bytes[i];
-
-		if (c <= 0x20 || c == '\\' || c == 0x7f ||
-		    (extra && c && strchr(extra, c)))
-			fprintf(out, "\\%03o", c);
-		else
-			fputc(c, out);
-	}
 }
