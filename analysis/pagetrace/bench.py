@@ -50,7 +50,7 @@ import threading
 import time
 from collections import deque, namedtuple
 
-from . import __version__, cache, throttle, tracefile
+from . import __version__, cache, throttle, tracefile, tracewriter
 from .frontdoor import find_c_tool
 from .escape import display_path, escape
 from .startup_csv import (BESIDE_STATES, MERGED_STATES, STATES, USED_STATES,
@@ -363,10 +363,10 @@ def used_pages(traces, directory, name="used-pages.log", fill=0,
                 added[key] = when
     start = _trace_start(traces[0]) if traces else 0
     listed = sorted({**first, **added}.items(), key=lambda kv: kv[1])
-    sources = ", ".join(escape(t.source) for t in traces)
-    lines = [f"# pagetrace-format: 1\n# page-size: {traces[0].header.page_size}\n"
-             f"# command: used pages of {sources}, in first-access order\n"]
-    lines += [f"{start + when[0]} {escape(path)} {offset}\n"
+    sources = ", ".join(t.source for t in traces)
+    lines = [tracewriter.header(traces[0].header.page_size, fields={
+        "command": f"used pages of {sources}, in first-access order"})]
+    lines += [tracewriter.record_line(start + when[0], path, offset)
               for (path, offset), when in listed]
     path = os.path.join(directory, name)
     with open(path, "w", encoding="utf-8", errors="surrogateescape") as f:

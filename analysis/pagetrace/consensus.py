@@ -20,7 +20,7 @@ is bounded by disk, not memory.
 import glob
 import os
 
-from . import dataset
+from . import dataset, tracewriter
 from .escape import escape
 
 READ_PAGES_SQL = """
@@ -225,11 +225,10 @@ def write_trace(con, out, n_runs, k, page_size, command):
     pages in order of median rank, each with its median relative time as
     timestamp and the extra columns `runs stability rank`. Streams the rows
     from DuckDB in batches. Returns the number of pages written."""
-    out.write("# pagetrace-format: 1\n")
-    out.write(f"# page-size: {page_size}\n# clock: realtime-us\n")
-    out.write("# columns: timestamp_us path offset runs stability rank\n")
-    out.write(f"# command: {escape(command)}\n")
-    out.write(f"# consensus: pages in at least {k} of {n_runs} runs\n")
+    out.write(tracewriter.header(
+        page_size, ("runs", "stability", "rank"), fields={
+            "command": command,
+            "consensus": f"pages in at least {k} of {n_runs} runs"}))
     cursor = con.execute(f"""
         SELECT CAST(round(rel_us) AS UBIGINT), path, "offset", runs, rank
         FROM pages WHERE runs >= {k}
@@ -241,15 +240,14 @@ def write_trace(con, out, n_runs, k, page_size, command):
             break
         lines = []
         for ts_us, path, offset, runs, rank in rows:
-            name = escape(bytes(path))
-            files.add(name)
-            lines.append(f"{ts_us} {name} {offset} {runs} "
-                         f"{runs / n_runs:.3f} {rank:g}\n")
+            files.add(path)
+            lines.append(tracewriter.record_line(
+                ts_us, bytes(path), offset,
+                (runs, f"{runs / n_runs:.3f}", f"{rank:g}")))
             last_us = max(last_us, ts_us)
         out.write("".join(lines))
         pages += len(rows)
-    out.write(f"# end: pages={pages} bytes={pages * page_size} "
-              f"files={len(files)} duration_us={last_us} lost=0\n")
+    out.write(tracewriter.trailer(pages, page_size, len(files), last_us))
     return pages
 
 

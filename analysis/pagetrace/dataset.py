@@ -50,12 +50,11 @@ from .escape import EscapeError, unescape_bytes
 # arrow columns, the Parquet writer's page buffers).
 BLOCK_BYTES = 8 << 20
 PART_NAME = "part-0.parquet"
-RECORD_KINDS = ("read", "access", "map")
+RECORD_KINDS = tracefile.RECORD_KINDS
 # Decimal strings of at most 19 digits always fit in 64 bits; longer ones go
 # to the reference checker, which knows the exact limit.
 _SAFE_UNSIGNED = r"^[0-9]{1,19}$"
-# Reported one by one per trace; the rest are counted.
-WARN_LINES = 20
+WARN_LINES = tracefile.WARN_LINES
 
 
 class DatasetError(ValueError):

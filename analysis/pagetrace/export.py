@@ -5,7 +5,7 @@ import warnings
 import numpy as np
 import pandas as pd
 
-from . import metrics
+from . import metrics, tracewriter
 from .escape import escape
 from .tracefile import RECORD_KINDS
 
@@ -66,18 +66,7 @@ def write_trace(frame, out, header=None):
         frame = frame[list(frame.columns[:3]) + ["kind"] + rest]
     extra = list(frame.columns[3:])
     page_size = frame.attrs.get("page_size", 4096)
-    out.write(f"# pagetrace-format: {2 if kinds else 1}\n")
-    out.write(f"# page-size: {page_size}\n# clock: realtime-us\n")
-    out.write("# columns: timestamp_us path offset"
-              + "".join(f" {c}" for c in extra) + "\n")
-    if kinds:
-        out.write(f"# records: {' '.join(kinds)}\n")
-    for key, value in (header or {}).items():
-        # `command` is escaped like a path (docs/trace-format.md); the other
-        # values are plain text on one line.
-        value = escape(value) if key == "command" else " ".join(
-            str(value).split())
-        out.write(f"# {key}: {value}\n")
+    out.write(tracewriter.header(page_size, extra, kinds or None, header))
     lines = _lines(frame, " ")
     if lines:
         out.write("\n".join(lines) + "\n")
@@ -85,14 +74,13 @@ def write_trace(frame, out, header=None):
     reads = metrics.read_records(frame)
     duration = int(frame["ts_us"].max() - frame["ts_us"].min()) \
         if len(frame) else 0
-    out.write(f"# end: pages={len(reads)} bytes={len(reads) * page_size} "
-              f"files={reads['path'].nunique()} duration_us={duration} "
-              "lost=0")
+    used = {}
     if kinds:
         kind = frame["kind"]
-        out.write(f" accessed={int((kind == 'access').sum())} "
-                  f"mapped={int((kind == 'map').sum())}")
-    out.write("\n")
+        used = {"accessed": int((kind == "access").sum()),
+                "mapped": int((kind == "map").sum())}
+    out.write(tracewriter.trailer(len(reads), page_size,
+                                  reads["path"].nunique(), duration, **used))
 
 
 def write_csv(frame, out):

@@ -13,7 +13,7 @@ import os
 import tempfile
 import warnings
 
-from . import dataset
+from . import dataset, tracewriter
 from .tracefile import is_metadata
 
 
@@ -434,15 +434,12 @@ def write_union(con, runs, out, command):
     """merge.merge_traces written as export.write_trace writes it, streamed
     from DuckDB: a version 1 trace with the extra column `runs`. Returns
     merge.stability's rows: [runs, pages, share] for 1..N."""
-    from .escape import escape
     src = runs.relation_sql()
     key, _ = path_keys(con, src)
     con.execute("DROP TABLE IF EXISTS union_pages")
     con.execute(UNION_SQL.format(src=src, key=key.format(column="r.path")))
-    out.write(f"# pagetrace-format: 1\n# page-size: {runs.page_size}\n"
-              "# clock: realtime-us\n"
-              "# columns: timestamp_us path offset runs\n"
-              f"# command: {escape(command)}\n")
+    out.write(tracewriter.header(runs.page_size, ("runs",),
+                                 fields={"command": command}))
     cursor = con.execute(
         'SELECT u.ts_us, p.path, u."offset", u.runs FROM union_pages u '
         f"JOIN {paths_sql(key, src)} p ON u.key = p.key "
@@ -451,14 +448,13 @@ def write_union(con, runs, out, command):
         rows = cursor.fetchmany(100_000)
         if not rows:
             break
-        out.write("".join(f"{ts} {escape(bytes(path))} {offset} {n}\n"
+        out.write("".join(tracewriter.record_line(ts, bytes(path), offset, (n,))
                           for ts, path, offset, n in rows))
     pages, files, low, high = con.execute(
         "SELECT count(*), count(DISTINCT key), min(ts_us), max(ts_us) "
         "FROM union_pages").fetchall()[0]
-    out.write(f"# end: pages={pages} bytes={pages * runs.page_size} "
-              f"files={files} duration_us={(high - low) if pages else 0} "
-              "lost=0\n")
+    out.write(tracewriter.trailer(pages, runs.page_size, files,
+                                  (high - low) if pages else 0))
     counts = dict(con.execute("SELECT runs, count(*) FROM union_pages "
                               "GROUP BY runs").fetchall())
     return [[k, int(counts.get(k, 0)),

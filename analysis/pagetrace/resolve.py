@@ -31,7 +31,7 @@ import stat
 import sys
 import time
 
-from . import __version__
+from . import __version__, tracewriter
 from .escape import escape
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
@@ -123,12 +123,12 @@ def write_trace(out, records, lost, paths, command):
     offset_ns = time.clock_gettime_ns(time.CLOCK_REALTIME) - time.clock_gettime_ns(time.CLOCK_MONOTONIC)
     first = records[0][0] if records else time.clock_gettime_ns(time.CLOCK_MONOTONIC)
     start = datetime.datetime.fromtimestamp((first + offset_ns) / 1e9, datetime.timezone.utc)
-    out.write("# pagetrace-format: 1\n# page-size: %d\n# clock: realtime-us\n" % PAGE)
-    out.write("# columns: timestamp_us path offset\n")
-    out.write("# command: %s\n" % escape(command or "-"))
-    out.write("# start: %s\n" % start.strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
-    out.write("# kernel: %s\n# host: %s\n" % (os.uname().release, socket.gethostname()))
-    out.write("# tracer: readpage.bt + resolve-inodes (filemap:mm_filemap_add_to_page_cache)\n")
+    out.write(tracewriter.header(PAGE, fields={
+        "command": command or "-",
+        "start": start.strftime("%Y-%m-%dT%H:%M:%S.%fZ"),
+        "kernel": os.uname().release, "host": socket.gethostname(),
+        "tracer": "readpage.bt + resolve-inodes "
+                  "(filemap:mm_filemap_add_to_page_cache)"}))
     pages = 0
     for mono_ns, dev, ino, index, order in records:
         ts_us = (mono_ns + offset_ns) // 1000
@@ -137,8 +137,7 @@ def write_trace(out, records, lost, paths, command):
             out.write("%d %s %d\n" % (ts_us, path, page * PAGE))
         pages += 1 << order
     duration = (records[-1][0] - first) // 1000 if records else 0
-    out.write("# end: pages=%d bytes=%d files=%d duration_us=%d lost=%d\n"
-              % (pages, pages * PAGE, len(paths), duration, lost))
+    out.write(tracewriter.trailer(pages, PAGE, len(paths), duration, lost))
 
 
 def main(argv=None, prog="resolve-inodes"):

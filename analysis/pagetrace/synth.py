@@ -7,27 +7,13 @@ bytes.
 """
 import numpy as np
 
+from . import tracewriter
 from .escape import escape
 from .tracefile import RECORD_KINDS
 
-HEADER_TEMPLATE = (
-    "# pagetrace-format: 1\n"
-    "# page-size: {page_size}\n"
-    "# clock: realtime-us\n"
-    "# columns: timestamp_us path offset\n"
-    "# command: synthetic\n"
-    "# tracer: pagetrace.synth\n"
-)
-# Version 2 (trace --used): a kind column and the kinds it may hold.
-USED_HEADER_TEMPLATE = (
-    "# pagetrace-format: 2\n"
-    "# page-size: {page_size}\n"
-    "# clock: realtime-us\n"
-    "# columns: timestamp_us path offset kind\n"
-    "# records: read access map\n"
-    "# command: synthetic\n"
-    "# tracer: pagetrace.synth\n"
-)
+# The header's other keys; version 2 (trace --used) adds the kind column
+# and the kinds it may hold.
+HEADER_FIELDS = {"command": "synthetic", "tracer": "pagetrace.synth"}
 KINDS = RECORD_KINDS
 # An access or a mapping follows its read by up to this many µs.
 USE_DELAY_US = 500
@@ -110,9 +96,10 @@ def write_synthetic_trace(path, n_records, n_files=300, page_size=4096,
             ts_us, file_index, offset, used=used, mapped=mapped, seed=seed)
     escaped = np.array([escape(p) for p in paths], dtype=object)
     kind_text = np.array([" " + k for k in KINDS], dtype=object)
-    template = HEADER_TEMPLATE if kind is None else USED_HEADER_TEMPLATE
     with open(path, "w", encoding="utf-8", newline="\n") as out:
-        out.write(template.format(page_size=page_size))
+        out.write(tracewriter.header(
+            page_size, kinds=None if kind is None else RECORD_KINDS,
+            fields=HEADER_FIELDS))
         for lo in range(0, len(ts_us), chunk):
             hi = min(lo + chunk, len(ts_us))
             lines = (ts_us[lo:hi].astype(str).astype(object) + " "
@@ -124,12 +111,10 @@ def write_synthetic_trace(path, n_records, n_files=300, page_size=4096,
             out.write("\n")
         duration = int(ts_us[-1] - ts_us[0]) if n_records else 0
         files = len(np.unique(file_index))
-        out.write(f"# end: pages={n_records} bytes={n_records * page_size} "
-                  f"files={files} duration_us={duration} lost=0")
-        if kind is not None:
-            out.write(f" accessed={int((kind == 1).sum())} "
-                      f"mapped={int((kind == 2).sum())}")
-        out.write("\n")
+        used = {} if kind is None else {"accessed": int((kind == 1).sum()),
+                                        "mapped": int((kind == 2).sum())}
+        out.write(tracewriter.trailer(n_records, page_size, files, duration,
+                                      **used))
 
 
 def synthetic_frame(n_records, n_files=300, page_size=4096, seed=1):

@@ -49,8 +49,7 @@ FRAME_BASE_COLUMNS = ("ts_us", "path", "offset", "kind")
 INT64_MAX = 2**63 - 1
 # Decimal strings this long or shorter always fit in an int64.
 SAFE_DIGITS = 18
-# How many malformed lines are reported one by one as warnings.
-WARN_LINES = 20
+WARN_LINES = tracefile.WARN_LINES
 # When the arrow engine cannot read a whole file, it is read again in
 # pieces of about this size, and only the pieces it cannot read go to the
 # (ten times slower) python engine.

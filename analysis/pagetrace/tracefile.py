@@ -33,6 +33,9 @@ UINT64_MAX = 2**64 - 1
 # Metadata records (docs/trace-format.md): a page of a block device, whose
 # path is its node. trace never records a regular file under /dev/.
 METADATA_PREFIX = "/dev/"
+# How many malformed lines a reader reports one by one (as warnings); the
+# rest are counted.
+WARN_LINES = 20
 # Longest piece of a bad value quoted in a reason (as the C reader).
 QUOTE_MAX = 64
 
