@@ -14,7 +14,7 @@
    `tracer/trace -o startup.log -- firefox-esr --headless ...`).
 
 Each figure is the mean of --repeats runs +- its 95% confidence interval
-(analysis/pagetrace/stats.py). Files are created in DIR (default
+(analysis/pagetrace/core/stats.py). Files are created in DIR (default
 ./bench-data, on the filesystem under test) and kept for the next run.
 The default run takes under a minute on the development VM once the
 files exist (creating them adds about 10 s per GiB).
@@ -30,8 +30,8 @@ import sys
 import time
 
 TOP = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(TOP / "analysis" / "pagetrace"))
-import stats  # noqa: E402  (analysis/pagetrace/stats.py, stdlib only)
+sys.path.insert(0, str(TOP / "analysis"))
+from pagetrace.core import stats  # noqa: E402  (stdlib only)
 
 REPLAY = TOP / "replay" / "replay"
 PAGE = 4096
