@@ -32,6 +32,7 @@ import time
 TOP = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TOP / "analysis"))
 from pagetrace.core import stats  # noqa: E402  (stdlib only)
+from pagetrace.core.tracewriter import header, record_line  # noqa: E402
 
 REPLAY = TOP / "replay" / "replay"
 PAGE = 4096
@@ -53,9 +54,9 @@ def make_file(path, size, seed):
 def write_trace(path, pages):
     base = int(time.time() * 1e6)
     with open(path, "w") as f:
-        f.write("# pagetrace-format: 1\n# page-size: 4096\n")
+        f.write(header(PAGE))
         for i, (name, offset) in enumerate(pages):
-            f.write(f"{base + i} {name} {offset}\n")
+            f.write(record_line(base + i, name, offset))
 
 
 def evict(paths):

@@ -11,6 +11,8 @@ in the same field order: docs/trace-format.md has one writer per language
     out.write(record_line(ts_us, path, offset))
     out.write(trailer(pages=1, page_size=4096, files=1, duration_us=0))
 """
+import os
+
 from pagetrace.core.escape import escape
 from pagetrace.core.tracefile import BASE_COLUMNS, RECORD_KINDS
 
@@ -41,7 +43,9 @@ def header(page_size, extra_columns=(), kinds=None, fields=None,
 
 def record_line(ts_us, path, offset, extra=()):
     """One record: `ts_us path offset [extra...]`, the path escaped (a str
-    as surrogateescape decodes it, or bytes)."""
+    as surrogateescape decodes it, bytes, or a path object)."""
+    if not isinstance(path, (str, bytes)):
+        path = os.fspath(path)
     return (f"{ts_us} {escape(path)} {offset}"
             + "".join(f" {value}" for value in extra) + "\n")
 
