@@ -236,3 +236,38 @@ def test_version_in_one_file():
         out = subprocess.run([str(REPO / tool), "--version"],
                              capture_output=True, text=True).stdout
         assert out.split()[-1] == version, tool
+
+
+# C files still over MAX_MODULE_LINES, each with why; the test fails when
+# one of them comes under the limit, so that the list only shrinks.
+C_LONG_FILES = {
+    # the C reader moved from replay/ as it was; splitting its header
+    # parsing from its record parsing is left for a change of its own
+    "lib/tracefile.c",
+    # the BPF side, changed by its owner (kernel compatibility)
+    "tracer/page_access.bpf.h",
+}
+
+
+def c_sources():
+    return [p for p in tracked("tracer", "replay", "lib", "bench", "tests")
+            if p.endswith((".c", ".h"))]
+
+
+def test_c_files_and_functions_are_short():
+    long_files, long_functions = set(), []
+    for path in c_sources():
+        lines = (REPO / path).read_text().split("\n")
+        if len(lines) > MAX_MODULE_LINES:
+            long_files.add(path)
+        start = None
+        # Kernel style: a function's braces stand at the start of a line.
+        for number, line in enumerate(lines):
+            if line.startswith("{"):
+                start = number
+            elif line.startswith("}") and start is not None:
+                if number - start + 2 > MAX_FUNCTION_LINES:
+                    long_functions.append(f"{path}:{start}")
+                start = None
+    assert long_files == C_LONG_FILES
+    assert long_functions == []
