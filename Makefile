@@ -50,10 +50,13 @@ demo:
 	scripts/demo --app $(APP)
 
 # The Python scripts are thin entry points into the pagetrace package's
-# standard-library core, which they find in share/pagetrace/pagetrace/ (the
-# whole package, installed once; numpy and pandas are needed only by the
-# analysis verbs, from the venv).
+# standard-library core and tools, which they find in
+# share/pagetrace/pagetrace/ (the whole package, installed once; numpy and
+# pandas are needed only by the analysis and scale layers, from the venv).
 SCRIPTS := scripts/pagetrace scripts/pagecache scripts/startup-bench scripts/resolve-inodes
+# The package and its layers (docs/architecture.md).
+PYTHON_PACKAGES := pagetrace pagetrace/core pagetrace/tools pagetrace/tools/startup_bench \
+	pagetrace/analysis pagetrace/scale
 MAN1 := scripts/pagetrace.1 scripts/pagecache.1 scripts/startup-bench.1
 
 install: all
@@ -61,8 +64,10 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/pagetrace
 	install -m 0755 $(SCRIPTS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 $(MAN1) $(DESTDIR)$(PREFIX)/share/man/man1/
-	install -d $(DESTDIR)$(PREFIX)/share/pagetrace/pagetrace
-	install -m 0644 analysis/pagetrace/*.py $(DESTDIR)$(PREFIX)/share/pagetrace/pagetrace/
+	for d in $(PYTHON_PACKAGES); do \
+		install -d $(DESTDIR)$(PREFIX)/share/pagetrace/$$d && \
+		install -m 0644 analysis/$$d/*.py $(DESTDIR)$(PREFIX)/share/pagetrace/$$d/ || exit 1; done
+	install -m 0644 analysis/pagetrace/VERSION analysis/pagetrace/device-profiles.tsv $(DESTDIR)$(PREFIX)/share/pagetrace/pagetrace/
 
 clean:
 	for d in $(SUBDIRS); do $(MAKE) -C $$d clean; done

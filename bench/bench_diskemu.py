@@ -35,7 +35,7 @@ import tempfile
 
 TOP = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TOP / "analysis"))
-from pagetrace import diskemu  # noqa: E402
+from pagetrace.tools import diskemu  # noqa: E402
 
 MIB = 1 << 20
 

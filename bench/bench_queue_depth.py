@@ -32,6 +32,8 @@ import tempfile
 TOP = pathlib.Path(__file__).resolve().parent.parent
 REPLAY = TOP / "replay" / "replay"
 PAGE = 4096
+sys.path.insert(0, str(TOP / "analysis"))
+from pagetrace.core.tracewriter import header, record_line  # noqa: E402
 
 
 def make_file(path, size):
@@ -47,9 +49,9 @@ def write_inputs(path, offsets, workdir):
     """The replay trace and the fio iolog of OFFSETS, in that order."""
     trace = workdir / "reads.log"
     with open(trace, "w") as f:
-        f.write("# pagetrace-format: 1\n# page-size: 4096\n")
+        f.write(header(PAGE))
         for i, off in enumerate(offsets):
-            f.write(f"{1_700_000_000_000_000 + i} {path} {off}\n")
+            f.write(record_line(1_700_000_000_000_000 + i, str(path), off))
     iolog = workdir / "reads.iolog"
     with open(iolog, "w") as f:
         f.write(f"fio version 2 iolog\n{path} add\n{path} open\n")

@@ -14,7 +14,7 @@
    `tracer/trace -o startup.log -- firefox-esr --headless ...`).
 
 Each figure is the mean of --repeats runs +- its 95% confidence interval
-(analysis/pagetrace/stats.py). Files are created in DIR (default
+(analysis/pagetrace/core/stats.py). Files are created in DIR (default
 ./bench-data, on the filesystem under test) and kept for the next run.
 The default run takes under a minute on the development VM once the
 files exist (creating them adds about 10 s per GiB).
@@ -30,8 +30,9 @@ import sys
 import time
 
 TOP = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(TOP / "analysis" / "pagetrace"))
-import stats  # noqa: E402  (analysis/pagetrace/stats.py, stdlib only)
+sys.path.insert(0, str(TOP / "analysis"))
+from pagetrace.core import stats  # noqa: E402  (stdlib only)
+from pagetrace.core.tracewriter import header, record_line  # noqa: E402
 
 REPLAY = TOP / "replay" / "replay"
 PAGE = 4096
@@ -53,9 +54,9 @@ def make_file(path, size, seed):
 def write_trace(path, pages):
     base = int(time.time() * 1e6)
     with open(path, "w") as f:
-        f.write("# pagetrace-format: 1\n# page-size: 4096\n")
+        f.write(header(PAGE))
         for i, (name, offset) in enumerate(pages):
-            f.write(f"{base + i} {name} {offset}\n")
+            f.write(record_line(base + i, name, offset))
 
 
 def evict(paths):

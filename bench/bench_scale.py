@@ -79,12 +79,13 @@ def write_big_trace(path, n_records):
     """Header and n_records / 10 M shifted copies of the synthetic body."""
     import numpy as np
 
-    from pagetrace.synth import HEADER_TEMPLATE, synthetic_records
+    from pagetrace.synth import HEADER_FIELDS, synthetic_records
+    from pagetrace.tracewriter import header
     ts_us, file_index, offset, paths = synthetic_records(COPY_RECORDS)
     names = np.array(paths, dtype=object)[file_index]
     span = int(ts_us[-1] - ts_us[0]) + 1
     with open(path, "w", encoding="utf-8") as out:
-        out.write(HEADER_TEMPLATE.format(page_size=4096))
+        out.write(header(4096, fields=HEADER_FIELDS))
         left = n_records
         copy = 0
         while left > 0:

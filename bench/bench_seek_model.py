@@ -42,7 +42,8 @@ import numpy as np
 
 TOP = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TOP / "analysis"))
-from pagetrace import diskemu, model  # noqa: E402
+from pagetrace.analysis import model  # noqa: E402
+from pagetrace.tools import diskemu  # noqa: E402
 
 REPLAY = TOP / "replay" / "replay"
 PAGE = 4096

@@ -45,7 +45,9 @@ TOP = pathlib.Path(__file__).resolve().parent.parent
 REPLAY = TOP / "replay" / "replay"
 PAGE = 4096
 sys.path.insert(0, str(TOP / "analysis"))
-from pagetrace import model, throttle  # noqa: E402
+from pagetrace.analysis import model  # noqa: E402
+from pagetrace.core.tracewriter import header, record_line  # noqa: E402
+from pagetrace.tools import throttle  # noqa: E402
 
 SIZES = (4096, 16384, 65536, 262144, 1 << 20)
 
@@ -66,11 +68,11 @@ def write_trace(trace, data, file_size, size, count, seed):
     request)."""
     slots = random.Random(seed).sample(range(file_size // size), count)
     with open(trace, "w") as f:
-        f.write("# pagetrace-format: 1\n# page-size: 4096\n")
+        f.write(header(PAGE))
         t = 1_700_000_000_000_000
         for slot in slots:
             for page in range(size // PAGE):
-                f.write(f"{t} {data} {slot * size + page * PAGE}\n")
+                f.write(record_line(t, data, slot * size + page * PAGE))
                 t += 1
     return trace
 

@@ -11,7 +11,8 @@
 #include "throttle.h"
 #include "tracefile.h"
 
-#define REPLAY_VERSION "0.2.0"
+/* PAGETRACE_VERSION comes from analysis/pagetrace/VERSION (the Makefile). */
+#define REPLAY_VERSION PAGETRACE_VERSION
 /* Chosen by measurement, see docs/replay.md: on the test VM O_DIRECT
  * throughput stops growing at about this request size. */
 #define DEFAULT_MAX_REQUEST (1024 * 1024)

@@ -3,6 +3,7 @@
 #include "replay.h"
 #include "json.h"
 #include "tracefile.h"
+#include "escape.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,7 +61,7 @@ char *escaped_path(const char *path, size_t len)
 
 	if (!out)
 		return NULL;
-	tracefile_write_escaped(out, path, len, NULL);
+	escape_write(out, path, len, NULL);
 	if (fclose(out) != 0) {
 		free(text);
 		return NULL;
@@ -79,7 +80,7 @@ void print_plan(const struct replay *r)
 
 		printf("%zu,", i);
 		/* A comma in a name would split the row: \054 too. */
-		tracefile_write_escaped(stdout, f->path, f->path_len, ",");
+		escape_write(stdout, f->path, f->path_len, ",");
 		printf(",%llu,%llu,%u:%u,", (unsigned long long)q->offset,
 		       (unsigned long long)q->length, major(f->dev),
 		       minor(f->dev));

@@ -9,6 +9,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "mountinfo.h"
+
 /* Disks one run can throttle (a trace rarely spans more than a few). */
 #define THROTTLE_MAX_DISKS 64
 
@@ -23,16 +25,6 @@ struct throttle_counts {
 	uint64_t reads, read_bytes;
 	int known;
 };
-
-/* One line of /proc/self/mountinfo, unescaped (fields of proc(5)). */
-struct mount_entry {
-	dev_t dev;
-	char *root, *point, *fstype, *source, *options;
-};
-
-/* Calls FN for each mount until it returns non-zero; returns that, or -1
- * when mountinfo cannot be read. */
-int for_each_mount(int (*fn)(const struct mount_entry *, void *), void *arg);
 
 /* "riops=N[,rbps=SIZE]"; returns 0, or -1 with *WHY set. */
 int throttle_parse(const char *text, struct throttle_limits *lim,

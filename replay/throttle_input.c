@@ -4,6 +4,8 @@
 #include "replay.h"
 #include "throttle.h"
 #include "size.h"
+#include "mountinfo.h"
+#include "device_profiles.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,21 +17,14 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
-/* The profiles and where their numbers come from: docs/replay.md, "Slow
- * storage". Bytes are decimal where the source's MB are. */
+/* The profiles: analysis/pagetrace/device-profiles.tsv, the one table that
+ * the Python tools read too; docs/replay.md, "Slow storage", has where their
+ * numbers come from. */
 static const struct profile {
 	const char *name;
 	uint64_t riops, rbps;
 } profiles[] = {
-	/* AWS EBS gp3 baseline: 3,000 IOPS and 125 MiB/s. */
-	{"cloud-3000", 3000, 125ull << 20},
-	/* SD Association Application Performance Class A1 minimum: 1,500
-	 * random read IOPS, 10 MB/s sustained sequential. */
-	{"sdcard", 1500, 10000000},
-	/* A 7,200 rpm disk: 4.17 ms rotational latency plus a short seek
-	 * (model.py's curve at 1% of the stroke) is ~6.6 ms, ~150 IOPS;
-	 * 150 MB/s sustained transfer. */
-	{"hdd-150", 150, 150000000},
+	DEVICE_PROFILE_ROWS
 };
 
 #define N_PROFILES (sizeof(profiles) / sizeof(profiles[0]))
@@ -50,7 +45,7 @@ int throttle_profile(const char *name, struct throttle_limits *lim)
 
 const char *throttle_profile_names(void)
 {
-	return "cloud-3000, sdcard, hdd-150";
+	return DEVICE_PROFILE_NAMES;
 }
 
 /* A positive decimal count, no sign, no blanks. */
@@ -118,77 +113,6 @@ int throttle_parse(const char *text, struct throttle_limits *lim,
 }
 
 /* --- mounts ---------------------------------------------------------- */
-
-/* mountinfo writes space, tab, newline and backslash as \ooo. */
-static void unescape_octal(char *s)
-{
-	char *out = s;
-
-	for (; *s; s++, out++) {
-		if (s[0] == '\\' && s[1] >= '0' && s[1] <= '3' &&
-		    s[2] >= '0' && s[2] <= '7' && s[3] >= '0' && s[3] <= '7') {
-			*out = (char)((s[1] - '0') * 64 + (s[2] - '0') * 8 +
-				      (s[3] - '0'));
-			s += 3;
-		} else {
-			*out = *s;
-		}
-	}
-	*out = '\0';
-}
-
-/* Splits one mountinfo line (proc(5)) into M; 0, or -1 when malformed. */
-static int parse_mount_line(char *line, struct mount_entry *m)
-{
-	char *field[6], *dash, *save = NULL;
-	unsigned int major_, minor_;
-	int i;
-
-	dash = strstr(line, " - ");
-	if (!dash)
-		return -1;
-	*dash = '\0';
-	for (i = 0; i < 6; i++) {
-		field[i] = strtok_r(i ? NULL : line, " ", &save);
-		if (!field[i])
-			return -1;
-	}
-	if (sscanf(field[2], "%u:%u", &major_, &minor_) != 2)
-		return -1;
-	m->dev = makedev(major_, minor_);
-	m->root = field[3];
-	m->point = field[4];
-	save = NULL;
-	m->fstype = strtok_r(dash + 3, " ", &save);
-	m->source = strtok_r(NULL, " ", &save);
-	m->options = strtok_r(NULL, " \n", &save);
-	if (!m->fstype || !m->source || !m->options)
-		return -1;
-	unescape_octal(m->root);
-	unescape_octal(m->point);
-	unescape_octal(m->source);
-	return 0;
-}
-
-int for_each_mount(int (*fn)(const struct mount_entry *, void *), void *arg)
-{
-	FILE *f = fopen("/proc/self/mountinfo", "re");
-	char *line = NULL;
-	size_t cap = 0;
-	int ret = 0;
-
-	if (!f)
-		return -1;
-	while (ret == 0 && getline(&line, &cap, f) > 0) {
-		struct mount_entry m;
-
-		if (parse_mount_line(line, &m) == 0)
-			ret = fn(&m, arg);
-	}
-	free(line);
-	fclose(f);
-	return ret;
-}
 
 /* --- the disk under a file ------------------------------------------- */
 

@@ -15,6 +15,7 @@
 #include "errmsg.h"
 #include "json.h"
 #include "tracefile.h"
+#include "escape.h"
 
 #include <argp.h>
 #include <errno.h>
@@ -44,11 +45,11 @@ static void line_record(FILE *out, const struct tracefile_record *rec)
 
 	fprintf(out, "%zu %llu ", rec->line_no,
 		(unsigned long long)rec->timestamp_us);
-	tracefile_write_escaped(out, rec->path, rec->path_len, NULL);
+	escape_write(out, rec->path, rec->path_len, NULL);
 	fprintf(out, " %llu", (unsigned long long)rec->offset);
 	for (i = 0; i < rec->n_extra; i++) {
 		fputc(' ', out);
-		tracefile_write_escaped(out, rec->extra[i], rec->extra_len[i],
+		escape_write(out, rec->extra[i], rec->extra_len[i],
 					NULL);
 	}
 	fputc('\n', out);
@@ -178,10 +179,10 @@ cleanup:
 	return ret;
 }
 
-const char *argp_program_version = "tracefile-dump (pagetrace) 0.2.0";
+const char *argp_program_version = "tracefile-dump (pagetrace) " PAGETRACE_VERSION;
 
 static const char doc[] =
-"Prints what the C trace parser (replay/tracefile.c) makes of TRACE, as\n"
+"Prints what the C trace parser (lib/tracefile.c) makes of TRACE, as\n"
 "JSON like samples/expected/NAME.json, or one line per record. TRACE '-'\n"
 "reads stdin. A test tool: it is not installed.\n"
 "\v"

@@ -1,8 +1,8 @@
-/* libFuzzer target for the trace format parser (replay/tracefile.c),
+/* libFuzzer target for the trace format parser (lib/tracefile.c),
  * versions 1 and 2.
  * Built and run by `make -C replay fuzz-check`:
  *   clang -fsanitize=fuzzer,address,undefined tests/fuzz_tracefile.c \
- *         replay/tracefile.c
+ *         lib/tracefile.c lib/escape.c lib/array.c
  * Every input is parsed to the end; the parser must neither crash nor
  * leak, and a record it returns must obey the format's rules. */
 #include <stdint.h>

@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 
 from pagetrace import cli, plots, read_trace, report
+from pagetrace.analysis import findings
 from test_analysis_cli import run_cli, sample
 
 T2 = 4.302653  # t(0.975, 2); t(0.975, 4) = 2.776445 appears in the numbers
@@ -66,17 +67,17 @@ def inputs(tmp_path):
 
 def test_difference_ci_is_welch():
     # Equal n and variance: df = 4 (numbers above).
-    diff, low, high = report.difference_ci([1.0, 1.1, 1.2], [0.5, 0.6, 0.7])
+    diff, low, high = findings.difference_ci([1.0, 1.1, 1.2], [0.5, 0.6, 0.7])
     assert diff == pytest.approx(-0.5)
     assert (low, high) == pytest.approx((-0.5 - 0.226697, -0.5 + 0.226697),
                                         abs=1e-5)
     # One side without spread: df = n_b - 1 = 2, se = sqrt(1/3).
-    diff, low, high = report.difference_ci([0.0, 0.0, 0.0], [1.0, 2.0, 3.0])
+    diff, low, high = findings.difference_ci([0.0, 0.0, 0.0], [1.0, 2.0, 3.0])
     half = T2 * math.sqrt(1 / 3)
     assert (diff, low, high) == pytest.approx((2.0, 2 - half, 2 + half),
                                               abs=1e-5)
     # One run on a side: no interval.
-    diff, low, high = report.difference_ci([1.0], [2.0, 3.0])
+    diff, low, high = findings.difference_ci([1.0], [2.0, 3.0])
     assert diff == 1.5 and math.isnan(low) and math.isnan(high)
 
 

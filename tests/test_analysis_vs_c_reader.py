@@ -1,5 +1,5 @@
 """Differential test: the Python reader (both engines) against the C reader
-(replay/tracefile.c through replay/.output/tracefile-dump) on the shared
+(lib/tracefile.c through replay/.output/tracefile-dump) on the shared
 samples, the fuzz corpus and a few hundred seeded random traces. Both must
 agree on records, malformed line numbers, trailer and header, and reject
 the same files.

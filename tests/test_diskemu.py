@@ -22,7 +22,7 @@ from conftest import REPO
 from loopimg import require_root
 
 sys.path.insert(0, os.path.join(REPO, "analysis"))
-from pagetrace import diskemu  # noqa: E402
+from pagetrace.tools import diskemu  # noqa: E402
 
 DISKEMU = os.path.join(REPO, "diskemu", "diskemu")
 

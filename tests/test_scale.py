@@ -18,6 +18,9 @@ import pyarrow.parquet as pq
 import pytest
 
 from pagetrace import cli, consensus, dataset, merge, tracefile, waste
+from pagetrace.scale import converter, request_stream, summary_pass
+from pagetrace.scale import runs as dataset_runs
+from pagetrace.scale import summary as scale_summary
 from pagetrace import trace as pandas_reader
 
 TOP = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,7 +34,7 @@ SAMPLE_TRACES = [os.path.join(SAMPLES, n) for n in (
 # --- the converter against the core reader ------------------------------------
 
 def _records_of_dataset(part, header):
-    names = dataset._extra_names(header)
+    names = converter._extra_names(header)
     rows = pq.read_table(part).to_pylist()
 
     def text(value):
@@ -59,7 +62,7 @@ def _assert_same_as_core(path, out_dir, block_bytes):
         return
     result = dataset.convert_trace(path, str(out_dir), "r",
                                    block_bytes=block_bytes)
-    n_extra = len(dataset._extra_names(expected.header))
+    n_extra = len(converter._extra_names(expected.header))
     assert _records_of_dataset(result.path, expected.header) == \
         _records_of_core(expected, n_extra)
     assert result.malformed_lines == [line for line, _ in expected.malformed]
@@ -157,13 +160,13 @@ def _well_formed_trace(path, n, version, seed, bad=(), truncated=False):
 def typed_blocks(monkeypatch):
     """The number of blocks the typed path took."""
     taken = [0]
-    typed = dataset._Converter._typed
+    typed = converter._Converter._typed
 
     def counted(self, block, first_line):
         result = typed(self, block, first_line)
         taken[0] += result is not None
         return result
-    monkeypatch.setattr(dataset._Converter, "_typed", counted)
+    monkeypatch.setattr(converter._Converter, "_typed", counted)
     return taken
 
 
@@ -244,7 +247,7 @@ def test_summary_pass_gives_up_or_is_not_for_this_file(tmp_path, capsys,
         known.write_text(json.dumps(changed))
         assert _summary(["--json", str(known.parent)], capsys)[0] \
             .replace("ds3", "ds") == full
-    monkeypatch.setattr(dataset, "PAGE_MAP_BYTES", 1 << 10)
+    monkeypatch.setattr(summary_pass, "PAGE_MAP_BYTES", 1 << 10)
     assert cli.main(["convert", "-q", "-o", str(tmp_path / "ds2"), path]) == 0
     assert not (tmp_path / "ds2" / "run=t" / dataset.SUMMARY_NAME).exists()
     assert _summary(["--json", str(tmp_path / "ds2" / "run=t")], capsys)[0] \
@@ -301,14 +304,13 @@ def summary_from(request, monkeypatch):
     """Where the out-of-core summary comes from: the conversion's own pass
     (_summary.json; DuckDB's queries fail here, so it must), or DuckDB
     (the pass's file is ignored)."""
-    from pagetrace import outofcore
     if request.param == "pass":
         def refuse(*args, **kwargs):
             raise AssertionError("summary asked DuckDB; the pass had it")
-        monkeypatch.setattr(dataset, "per_file_rows", refuse)
-        monkeypatch.setattr(outofcore, "trace_order", refuse)
+        monkeypatch.setattr(scale_summary, "per_file_rows", refuse)
+        monkeypatch.setattr(request_stream, "trace_order", refuse)
     else:
-        monkeypatch.setattr(dataset, "known_summary", lambda *args: None)
+        monkeypatch.setattr(scale_summary, "known_summary", lambda *args: None)
     return request.param
 
 
@@ -642,10 +644,11 @@ def test_fast_path_survives_empty_and_failing_blocks(tmp_path):
     header and blank lines, converts to no records."""
     script = (
         "import sys\n"
-        "from pagetrace import dataset, tracefile\n"
+        "from pagetrace import tracefile\n"
+        "from pagetrace.scale import converter\n"
         "header = tracefile.read_header(b'# pagetrace-format: 1\\n"
         "# page-size: 4096\\n1 /a 0\\n', 'x')\n"
-        f"c = dataset._Converter(header, {str(tmp_path / 'p.parquet')!r}, "
+        f"c = converter._Converter(header, {str(tmp_path / 'p.parquet')!r}, "
         "'r')\n"
         "assert c._fast(b'', 3) is None\n"
         "bad = b'1 /a 0 surplus\\n' + b'12345 /usr/lib/libfoo.so 4096\\n'"
@@ -750,7 +753,7 @@ def test_verbs_on_a_larger_trace_and_its_parquet(tmp_path, capsys,
     the queries group by the paths' bytes."""
     from pagetrace import outofcore
     monkeypatch.setattr(outofcore, "SORT_BATCH_ROWS", 1000)
-    monkeypatch.setattr(dataset, "PATH_KEY", key)
+    monkeypatch.setattr(dataset_runs, "PATH_KEY", key)
     a = _cause_trace(tmp_path / "a.log", 60_000, seed=1)
     b = _cause_trace(tmp_path / "b.log", 20_000, seed=2)
     ds = tmp_path / "ds"
@@ -829,19 +832,19 @@ def test_auto_engine(tmp_path, monkeypatch):
     import argparse
     args = argparse.Namespace(engine="auto")
     small = os.path.join(SAMPLES, "basic.log")
-    assert not dataset.use_out_of_core(args, small)
-    assert dataset.use_out_of_core(args, str(tmp_path))
-    assert dataset.use_out_of_core(args, "x/part-0.parquet")
+    assert not cli.use_out_of_core(args, small)
+    assert cli.use_out_of_core(args, str(tmp_path))
+    assert cli.use_out_of_core(args, "x/part-0.parquet")
     size = os.path.getsize(small)
-    monkeypatch.setattr(dataset, "OUT_OF_CORE_TEXT_BYTES", size)
-    assert not dataset.use_out_of_core(args, small)
-    assert dataset.use_out_of_core(args, small, small)
-    assert not dataset.use_out_of_core(argparse.Namespace(engine="memory"),
+    monkeypatch.setattr(cli, "OUT_OF_CORE_TEXT_BYTES", size)
+    assert not cli.use_out_of_core(args, small)
+    assert cli.use_out_of_core(args, small, small)
+    assert not cli.use_out_of_core(argparse.Namespace(engine="memory"),
                                        small, small)
     # A compressed trace counts as COMPRESSION_RATIO times its size.
     packed = tmp_path / "t.log.xz"
-    packed.write_bytes(b"x" * (size // dataset.COMPRESSION_RATIO + 1))
-    assert dataset.use_out_of_core(args, str(packed))
+    packed.write_bytes(b"x" * (size // cli.COMPRESSION_RATIO + 1))
+    assert cli.use_out_of_core(args, str(packed))
 
 
 @pytest.mark.parametrize("used", [False, True], ids=["read", "used"])
@@ -965,8 +968,8 @@ def test_summary_distinct_pages_by_path_key(key, tmp_path, capsys,
     runs again on the bytes, and the summary stays the in-memory one (the
     conversion's own summary is ignored here, so that DuckDB computes
     it)."""
-    monkeypatch.setattr(dataset, "known_summary", lambda *args: None)
-    monkeypatch.setattr(dataset, "PATH_KEY", key)
+    monkeypatch.setattr(scale_summary, "known_summary", lambda *args: None)
+    monkeypatch.setattr(dataset_runs, "PATH_KEY", key)
     for path in SAMPLE_TRACES[:2] + SAMPLE_TRACES[-1:]:
         memory, _ = _summary(["--engine", "memory", "--json", path], capsys)
         duckdb, _ = _summary(["--engine", "duckdb", "--json", path], capsys)

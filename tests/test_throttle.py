@@ -250,6 +250,20 @@ def as_nobody(*argv):
     return run(["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *argv])
 
 
+@pytest.mark.parametrize("name", sorted(throttle.PROFILES))
+def test_device_profile_one_table(loopfs, tmp_path, name):
+    """replay compiles in the table that pagetrace.throttle reads
+    (analysis/pagetrace/device-profiles.tsv): a profile gives replay the
+    limits it gives startup-bench."""
+    trace = write_trace(tmp_path / "t.log", loopfs[0], 4)
+    result = run([REPLAY, "-j", "--device-profile", name, trace])
+    assert result.returncode == 0, result.stderr
+    got = json.loads(result.stdout)["throttle"]
+    want = throttle.PROFILES[name]
+    assert (got["profile"], got["riops"], got["rbps"]) == (name, want.riops, want.rbps)
+    no_cgroup_left(result)
+
+
 def test_replay_not_root(readable_file):
     result = as_nobody(REPLAY, "-q", "--throttle", "riops=10", readable_file[1])
     assert result.returncode == 1

@@ -1,4 +1,4 @@
-"""The C trace parser (replay/tracefile.c) against the shared fixtures in
+"""The C trace parser (lib/tracefile.c) against the shared fixtures in
 samples/, through replay/.output/tracefile-dump, plus the edge cases of
 docs/trace-format.md that the samples do not cover."""
 import json

@@ -5,6 +5,7 @@
  * docs/trace-format.md, the mount table (/proc/self/mountinfo) that turns a
  * path inside a filesystem into a path on this system, and the table of
  * files seen so far (file_id -> escaped path). Used by trace and cachetop.
+ * The escaping and the mountinfo parser are lib/'s (escape.c, mountinfo.c).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -13,49 +14,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/sysmacros.h>
+#include "array.h"
 #include "errmsg.h"
+#include "escape.h"
+#include "mountinfo.h"
 #include "paths.h"
 
 /* ------------------------------------------------------------------ */
 /* Path escaping and the mount table                                  */
 
-/* Escape as docs/trace-format.md says: \ooo for space, controls, DEL, backslash. */
-void write_escaped(FILE *out, const char *text)
-{
-	for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
-		if (*p <= 0x20 || *p == 0x7f || *p == '\\')
-			fprintf(out, "\\%03o", *p);
-		else
-			putc(*p, out);
-	}
-}
-
-/* Undo /proc/self/mountinfo's octal escapes in place. */
-void unescape_octal(char *text)
-{
-	char *out = text;
-
-	for (char *in = text; *in; in++) {
-		if (in[0] == '\\' && in[1] >= '0' && in[1] <= '3' &&
-		    in[2] >= '0' && in[2] <= '7' && in[3] >= '0' && in[3] <= '7') {
-			*out++ = (char)((in[1] - '0') * 64 + (in[2] - '0') * 8 + (in[3] - '0'));
-			in += 3;
-		} else {
-			*out++ = *in;
-		}
-	}
-	*out = '\0';
-}
-
-struct mount_entry {
+struct known_mount {
 	unsigned int major, minor;
 	char *root;		/* the filesystem directory mounted here */
 	char *mount_point;
 };
 
 static struct mount_table {
-	struct mount_entry *entries;
-	size_t count;
+	struct known_mount *entries;
+	size_t count, capacity;
 } mounts;
 
 void free_mounts(void)
@@ -65,41 +42,46 @@ void free_mounts(void)
 		free(mounts.entries[i].mount_point);
 	}
 	free(mounts.entries);
-	mounts.entries = NULL;
-	mounts.count = 0;
+	mounts = (struct mount_table){ 0 };
+}
+
+/* for_each_mount() callback: keep M; non-zero (stop) when out of memory. */
+static int keep_mount(const struct mount_entry *m, void *arg)
+{
+	struct known_mount *k;
+
+	(void)arg;
+	if (array_reserve(&mounts.entries, &mounts.capacity, mounts.count + 1,
+			  sizeof(*mounts.entries)))
+		return 1;
+	k = &mounts.entries[mounts.count];
+	*k = (struct known_mount){ major(m->dev), minor(m->dev),
+				   strdup(m->root), strdup(m->point) };
+	if (!k->root || !k->mount_point) {
+		free(k->root);
+		free(k->mount_point);
+		return 1;
+	}
+	mounts.count++;
+	return 0;
 }
 
 int load_mounts(void)
 {
-	FILE *file = fopen("/proc/self/mountinfo", "re");
-	char *line = NULL, root[PATH_MAX], point[PATH_MAX];
-	size_t cap = 0, allocated = 0;
-	unsigned int major, minor;
+	int ret;
 
-	if (!file)
-		return errmsg("/proc/self/mountinfo", "%s", errmsg_strerror(errno)), -1;
 	free_mounts();
-	while (getline(&line, &cap, file) > 0) {
-		if (sscanf(line, "%*d %*d %u:%u %4095s %4095s", &major, &minor, root, point) != 4)
-			continue;
-		if (mounts.count == allocated) {
-			allocated = allocated ? allocated * 2 : 64;
-			mounts.entries = realloc(mounts.entries, allocated * sizeof(*mounts.entries));
-			if (!mounts.entries)
-				return errmsg(NULL, "out of memory"), fclose(file), -1;
-		}
-		unescape_octal(root);
-		unescape_octal(point);
-		mounts.entries[mounts.count++] = (struct mount_entry){
-			major, minor, strdup(root), strdup(point) };
-	}
-	free(line);
-	fclose(file);
+	errno = 0;
+	ret = for_each_mount(keep_mount, NULL);
+	if (ret < 0)
+		return errmsg("/proc/self/mountinfo", "%s", errmsg_strerror(errno)), -1;
+	if (ret > 0)
+		return errmsg(NULL, "out of memory"), -1;
 	return 0;
 }
 
 /* @rel is relative to the filesystem root; does mount @m show it, and where? */
-static bool mount_shows(const struct mount_entry *m, const char *rel, const char **rest)
+static bool mount_shows(const struct known_mount *m, const char *rel, const char **rest)
 {
 	size_t len = strlen(m->root);
 
@@ -113,11 +95,11 @@ static bool mount_shows(const struct mount_entry *m, const char *rel, const char
 	return true;
 }
 
-static const struct mount_entry *find_mount(unsigned int major, unsigned int minor,
+static const struct known_mount *find_mount(unsigned int major, unsigned int minor,
 					    const char *rel, const char **rest)
 {
 	for (size_t i = 0; i < mounts.count; i++) {
-		const struct mount_entry *m = &mounts.entries[i];
+		const struct known_mount *m = &mounts.entries[i];
 
 		if (m->major == major && m->minor == minor && mount_shows(m, rel, rest))
 			return m;
@@ -187,19 +169,6 @@ void remember_file(const struct file_id *id, char *path)
 	slot->recent = true;
 }
 
-char *escaped_string(const char *raw)
-{
-	char *text = NULL;
-	size_t size = 0;
-	FILE *stream = open_memstream(&text, &size);
-
-	if (!stream)
-		return NULL;
-	write_escaped(stream, raw);
-	fclose(stream);
-	return text;
-}
-
 /* Join names[] (leaf first) into "/a/b/c", relative to the fs root. */
 static void join_components(const struct path_event *e, char *rel, size_t size)
 {
@@ -232,7 +201,7 @@ char *unknown_path(const struct file_id *id)
 char *resolve_path(const struct path_event *e)
 {
 	unsigned int major = e->file.dev >> 20, minor = e->file.dev & 0xfffff;
-	const struct mount_entry *m;
+	const struct known_mount *m;
 	const char *rest;
 	char rel[PATH_MAX], full[PATH_MAX + 64], *escaped, *text = NULL;
 
@@ -248,7 +217,7 @@ char *resolve_path(const struct path_event *e)
 		snprintf(full, sizeof(full), "%s", *rest ? rest : "/");
 	else
 		snprintf(full, sizeof(full), "%s%s", m->mount_point, rest);
-	escaped = escaped_string(full);
+	escaped = escape_string(full);
 	if (!escaped)
 		return NULL;
 	if (!(e->flags & PATH_DELETED))
@@ -284,7 +253,7 @@ static char *device_node(__u32 dev)
 		fclose(uevent);
 	if (!text)
 		return unknown_path(&id);
-	escaped = escaped_string(text);
+	escaped = escape_string(text);
 	free(text);
 	return escaped;
 }

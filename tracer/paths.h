@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: GPL-2.0 */
-/* paths.c: escaping, the mount table and the table of files seen. */
+/* paths.c: the mount table and the table of files seen. */
 #ifndef PAGETRACE_PATHS_H
 #define PAGETRACE_PATHS_H
 
@@ -8,10 +8,8 @@
 #include <linux/types.h>
 #include "file_path.h"
 
-/* Escape as docs/trace-format.md says: \ooo for space, controls, DEL, backslash. */
-void write_escaped(FILE *out, const char *text);
-/* The same, into a new string (NULL when out of memory). */
-char *escaped_string(const char *raw);
+/* Escaping (docs/trace-format.md) is lib/escape.h's: escape_puts(). */
+#include "escape.h"
 
 /* The mount table, read again when a device is not found in it. */
 int load_mounts(void);

@@ -48,12 +48,12 @@ void measure_clock_offset(void)
 static void print_command(FILE *out)
 {
 	if (opts.command) {
-		write_escaped(out, opts.command);
+		escape_puts(out, opts.command);
 	} else if (opts.argv) {
 		for (char **a = opts.argv; *a; a++) {
 			if (a != opts.argv)
 				fputs("\\040", out);	/* keep the header one token per word */
-			write_escaped(out, *a);
+			escape_puts(out, *a);
 		}
 	} else if (opts.pid) {
 		fprintf(out, "pid\\040%d", opts.pid);
@@ -149,7 +149,7 @@ static void write_extra(__u32 pid, __u32 tid, const char *raw_comm, const char *
 
 	memcpy(comm, raw_comm, TASK_COMM_LEN);
 	fprintf(run.out, " %u %u ", pid, tid);
-	write_escaped(run.out, comm[0] ? comm : "-");
+	escape_puts(run.out, comm[0] ? comm : "-");
 	fprintf(run.out, " %s %u:%u %llu", cause, file->dev >> 20, file->dev & 0xfffff,
 		(unsigned long long)file->ino);
 }

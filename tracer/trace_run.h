@@ -15,7 +15,8 @@
 #include <sys/types.h>
 
 #define TOOL "trace"
-#define TRACE_VERSION "0.2.0"
+/* PAGETRACE_VERSION comes from analysis/pagetrace/VERSION (the Makefile). */
+#define TRACE_VERSION PAGETRACE_VERSION
 /* trace's own exit status when the traced command succeeded but events were lost. */
 #define EXIT_LOST 3
 

@@ -1,27 +1,42 @@
 """pagetrace: read page-level read traces and work out what their order cost.
 
-The core is standard library only, so that the tools that run under sudo
-with the system Python (pagecache, startup-bench, resolve-inodes) use it
-too: `tracefile` (the trace format reader, docs/trace-format.md), `escape`,
-`cache` (cachestat, mincore, fadvise), `stats`, `startup_csv` (the
-start-up runs CSV, docs/data-formats.md), `bench`, `resolve`. Importing
-the package imports none of numpy, pandas or pyarrow: the names below that
-need them (`read_trace` and the other DataFrame readers) are imported on
-first use.
+One package in layers (docs/architecture.md), each importing only those
+below it:
+- `core/`: the trace format (read, written, escaped), statistics, the
+  start-up CSV, plain-text tables. Standard library only.
+- `tools/`: pagecache, throttle, resolve-inodes, startup-bench: they run
+  under sudo with the system Python, on the core only.
+- `analysis/`: the pandas and numpy modules.
+- `scale/`: Parquet and DuckDB, out of core.
+- On top: `cli` (the analysis verbs, one table of them), `frontdoor`
+  (`pagetrace VERB`) and `__main__`.
+Importing the package imports none of numpy, pandas or pyarrow: the names
+below that need them (`read_trace` and the other DataFrame readers) are
+imported on first use. The flat module paths of 0.2 (`pagetrace.cache`,
+...) still import, as aliases (`old_paths`), for one release.
 """
-__version__ = "0.2.0"
+from pathlib import Path as _Path
+
+# The one version of every pagetrace tool, C and Python.
+__version__ = (_Path(__file__).with_name("VERSION").read_text(encoding="ascii")
+               .strip())
 
 # Names of the core, imported now (standard library only).
-from .tracefile import (MalformedTraceError, TraceError,  # noqa: E402
-                        TraceWarning, UnsupportedVersionError)
+from pagetrace.core.tracefile import (  # noqa: E402
+    MalformedTraceError, TraceError, TraceWarning, UnsupportedVersionError)
+
+from pagetrace import old_paths as _old_paths  # noqa: E402
+
+_old_paths.install()
 
 # name -> module holding it, imported on first use (they need pandas).
 _LAZY = {
-    "expected_json": "trace",
-    "parse_trace_bytes": "trace", "read_trace": "trace",
-    "trace_records": "trace",
-    "read_plan": "formats", "read_replay_json": "formats",
-    "read_startup_runs": "formats",
+    "expected_json": "analysis.trace_frame",
+    "parse_trace_bytes": "analysis.trace_frame",
+    "read_trace": "analysis.trace_frame",
+    "trace_records": "analysis.trace_frame",
+    "read_plan": "analysis.formats", "read_replay_json": "analysis.formats",
+    "read_startup_runs": "analysis.formats",
 }
 
 __all__ = ["MalformedTraceError", "TraceError", "TraceWarning",

@@ -3,7 +3,7 @@ point. The verbs of the core (cache, startup, trace, replay, ...) need the
 standard library only; the analysis verbs need numpy and pandas."""
 import sys
 
-from .frontdoor import dispatch, short_help, version_text
+from pagetrace.frontdoor import dispatch, short_help, version_text
 
 NEEDS = ("needs numpy, pandas and matplotlib ({exc}): install them "
          "(pip install -r requirements.txt) or run the checkout's "
@@ -27,7 +27,7 @@ def main():
     code = dispatch(sys.argv[1:])
     if code is None:
         try:
-            from .cli import main as analysis_main
+            from pagetrace.cli import main as analysis_main
         except ImportError as exc:
             # The installed `pagetrace` runs on the system Python, which may
             # lack the analysis layer's libraries: the tools' verbs, help and

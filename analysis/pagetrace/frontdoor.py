@@ -11,39 +11,24 @@ standard library only:
   cachestat, cachetop
            tracer/cachestat and tracer/cachetop, or pagetrace-cachestat
            and pagetrace-cachetop
-  cache    pagecache (pagetrace.cache): status, evict, warm
-  startup  startup-bench (pagetrace.bench); `pagetrace startup RUNS.csv`
+  cache    pagecache (pagetrace.tools.pagecache_cli): status, evict, warm
+  startup  startup-bench (pagetrace.tools.startup_bench); `pagetrace startup RUNS.csv`
            (a CSV and no --trace/--summarize) is still the table and chart
            of a runs CSV, the analysis verb `startup-table`
 """
 import argparse
 import os
-import shutil
 import sys
 
-from . import __version__
+from pagetrace import __version__
+from pagetrace.core.c_tools import C_TOOLS, find_c_tool
 
 PROG = "pagetrace"
-# The source tree holds this package in analysis/pagetrace.
-TREE_TOP = os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.realpath(__file__))))
-
-# verb -> (path in the source tree, installed name, help line)
-C_TOOLS = {
-    "trace": ("tracer/trace", "pagetrace-trace",
-              "record the pages a command reads from storage (the tracer)"),
-    "replay": ("replay/replay", "pagetrace-replay",
-               "replay a trace's reads: O_DIRECT, sorted, or as a prefetch"),
-    "cachestat": ("tracer/cachestat", "pagetrace-cachestat",
-                  "page cache hits, misses and dirtied pages, system-wide"),
-    "cachetop": ("tracer/cachetop", "pagetrace-cachetop",
-                 "page cache hits, misses and dirties per process or file"),
-}
 # verb -> (module, name of the tool on its own, help line)
 PYTHON_TOOLS = {
-    "cache": ("cache", "pagecache",
+    "cache": ("tools.pagecache_cli", "pagecache",
               "page cache of files: status, evict, warm (pagecache)"),
-    "startup": ("bench", "startup-bench",
+    "startup": ("tools.startup_bench", "startup-bench",
                 "time a start-up in controlled cache states (startup-bench)"),
 }
 STARTUP_TABLE = "startup-table"
@@ -78,19 +63,6 @@ def short_help():
               "  sudo pagetrace cachetop -c ./app --json",
               "  sudo pagetrace cache evict --trace reads.log"]
     return "\n".join(lines)
-
-
-def find_c_tool(verb):
-    """The C tool of `verb`: built in the source tree, else installed
-    beside the running `pagetrace`, else on PATH; None if absent."""
-    in_tree, installed, _ = C_TOOLS[verb]
-    candidates = [os.path.join(TREE_TOP, in_tree),
-                  os.path.join(os.path.dirname(os.path.realpath(
-                      sys.argv[0] or ".")), installed)]
-    for path in candidates:
-        if os.path.isfile(path) and os.access(path, os.X_OK):
-            return path
-    return shutil.which(installed)
 
 
 def _is_startup_table(args):

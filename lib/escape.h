@@ -1,0 +1,23 @@
+/* The one escaper of the C tools: the trace format's path escaping
+ * (docs/trace-format.md, "Escaping"), and undoing the octal escapes that
+ * /proc/self/mountinfo writes. */
+#ifndef PAGETRACE_ESCAPE_H
+#define PAGETRACE_ESCAPE_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* Writes LEN BYTES escaped as the trace format does (\ooo for space, tab,
+ * newline, backslash, other control bytes and 0x7f; EXTRA lists further
+ * bytes to escape, may be NULL). */
+void escape_write(FILE *out, const char *bytes, size_t len, const char *extra);
+/* The same for a NUL-terminated TEXT. */
+void escape_puts(FILE *out, const char *text);
+/* TEXT escaped into a new string; NULL when out of memory. */
+char *escape_string(const char *text);
+
+/* Undoes \ooo escapes (\000 to \377) in place, as mountinfo writes them;
+ * a backslash not followed by three octal digits is kept as it is. */
+void unescape_octal(char *text);
+
+#endif
