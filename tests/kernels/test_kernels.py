@@ -434,7 +434,9 @@ def render(outcomes, results):
         "virtme-ng; `host` is this machine's kernel, checked directly. A cell counts the checks",
         "that passed (the tool's numbers equal the kernel's ground truth: mincore, cachestat(2)",
         "where the kernel has it, /proc/diskstats), refused (non-zero exit, nothing recorded,",
-        "every error line says what the kernel lacks) and failed.",
+        "every error line says what the kernel lacks; or a feature the tool said, in one line,",
+        "this kernel disables, and of which it then recorded nothing) and failed (load errors,",
+        "crashes, wrong numbers: these fail `make test-kernels`).",
         "",
         "| kernel | release | programs loaded (`trace`, `trace --used`) | "
         + " | ".join(title for _, title in COLUMNS) + " |",
