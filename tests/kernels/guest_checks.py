@@ -96,6 +96,13 @@ class Checks:
         run = self.run("trace", "-x", "-c", f"cat {f} > /dev/null")
         return {"file": f, "runs": [run], "cached": cached_pages(f)}
 
+    def trace_raw_tp_cold_cat(self):
+        """The same, with the raw_tp programs (the fallback where tp_btf
+        does not load)."""
+        f = self.file("cat-raw.bin", 2 * MiB)
+        run = self.run("trace", "-x", "--attach", "raw_tp", "-c", f"cat {f} > /dev/null")
+        return {"file": f, "runs": [run], "cached": cached_pages(f)}
+
     def trace_scattered_preads(self):
         f = self.file("holes.bin", 1 * MiB)
         run = self.run("trace", "--", *self.python(f"""
@@ -279,7 +286,7 @@ class Checks:
                                      "stderr": err}], "cached": cached_pages(f)}
 
 
-TRACE_CHECKS = ["trace_cold_cat", "trace_scattered_preads", "trace_mmap_faults",
+TRACE_CHECKS = ["trace_cold_cat", "trace_raw_tp_cold_cat", "trace_scattered_preads", "trace_mmap_faults",
                 "trace_child_and_grandchild", "trace_metadata_ext4", "trace_lost_events"]
 READPAGE_CHECKS = ["readpage_cold_read", "readpage_mmap_faults"]
 CACHE_CHECKS = ["cache_cold_warm_cat", "cache_one_cached_one_cold", "cache_write_evict_read",

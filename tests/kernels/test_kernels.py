@@ -20,7 +20,8 @@ Environment:
                            checkout's tracer/ to run its binaries
   PAGETRACE_KERNELS        kernel names to run (default: all of the list)
   PAGETRACE_KERNELS_QUICK  kernel names that run only the load-and-one-trace
-                           check (trace_cold_cat), to keep CI within budget
+                           checks (a cold cat, with tp_btf and with raw_tp),
+                           to keep CI within budget
   PAGETRACE_KERNELS_RESULTS  a directory to keep each kernel's raw guest
                            results in (NAME.json), for diagnosis
   PAGETRACE_KERNELS_FROM   judge the results kept there instead of booting
@@ -48,7 +49,7 @@ TOOLS = os.path.abspath(os.environ.get("PAGETRACE_KERNELS_TOOLS", os.path.join(R
 ALL = [k.name for k in kernelvm.kernels()]
 NAMES = (os.environ.get("PAGETRACE_KERNELS") or " ".join(ALL)).split()
 QUICK = set(os.environ.get("PAGETRACE_KERNELS_QUICK", "").split())
-QUICK_CHECKS = ["trace_cold_cat"]
+QUICK_CHECKS = ["trace_cold_cat", "trace_raw_tp_cold_cat"]
 GUEST_TIMEOUT = 1800
 
 _results = {}    # kernel name -> guest_checks' JSON
@@ -132,6 +133,12 @@ def judge_trace_cold_cat(c, results):
     assert t.page_set(c["file"]) == set(c["cached"]) == set(range(2 * MiB // PAGE))
     assert t.trailer["lost"] == "0"
     return t.header.get("tracer", "")
+
+
+def judge_trace_raw_tp_cold_cat(c, results):
+    tracer = judge_trace_cold_cat(c, results)
+    assert ", raw_tp," in tracer, tracer
+    return tracer
 
 
 def judge_trace_scattered_preads(c, results):
@@ -418,7 +425,8 @@ def tools_run():
 
 # The checks whose detail, when they pass, is the tracer's header: which
 # programs it loaded.
-LOADED_BY = [("trace", "trace_cold_cat"), ("used", "cache_cold_warm_cat")]
+LOADED_BY = [("trace", "trace_cold_cat"), ("trace", "trace_raw_tp_cold_cat"),
+             ("used", "cache_cold_warm_cat")]
 
 
 def render(outcomes, results):
@@ -434,9 +442,11 @@ def render(outcomes, results):
         "virtme-ng; `host` is this machine's kernel, checked directly. A cell counts the checks",
         "that passed (the tool's numbers equal the kernel's ground truth: mincore, cachestat(2)",
         "where the kernel has it, /proc/diskstats), refused (non-zero exit, nothing recorded,",
-        "every error line says what the kernel lacks) and failed.",
+        "every error line says what the kernel lacks; or a feature the tool said, in one line,",
+        "this kernel disables, and of which it then recorded nothing) and failed (load errors,",
+        "crashes, wrong numbers: these fail `make test-kernels`).",
         "",
-        "| kernel | release | programs loaded (`trace`, `trace --used`) | "
+        "| kernel | release | programs loaded (`trace`, `trace --attach raw_tp`, `trace --used`) | "
         + " | ".join(title for _, title in COLUMNS) + " |",
         "| --- | --- | --- | " + " | ".join("---" for _ in COLUMNS) + " |",
     ]
@@ -452,7 +462,7 @@ def render(outcomes, results):
                 if t == tool:
                     counts[o] = counts.get(o, 0) + 1
             cells.append(", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "not run")
-        quick = " (quick: load and one trace)" if name in QUICK else ""
+        quick = " (quick: a cold cat, tp_btf and raw_tp)" if name in QUICK else ""
         lines.append(f"| {name}{quick} | {release} | {'; '.join(loaded_by) or '-'} | "
                      + " | ".join(cells) + " |")
     lines += ["", "## Each check", ""]
