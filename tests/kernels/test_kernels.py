@@ -355,6 +355,18 @@ def check_record(results, tool, name):
     return c
 
 
+# Wrong numbers known and not fixed yet, by (kernel, tool, check): their
+# test is an expected failure (XFAIL, never a pass; an XPASS is reported as
+# such), and docs/kernels.md says "known bug" with the check's own error.
+KNOWN_BUGS = {
+    (kernel, tool, "cache_mmap_touches"): (
+        "a fault that fault-around serves by mapping a PMD-sized page-cache folio "
+        "(filemap_map_pmd) fires neither filemap:mm_filemap_map_pages nor "
+        "mm_filemap_fault, so its access is not seen (docs/tracer.md, BUGS in trace(8))")
+    for kernel in ("7.3",) for tool in ("used", "cachetop")
+}
+
+
 @pytest.mark.parametrize("kernel,tool,check,judge", CASES,
                          ids=[f"{k}-{tool}-{name}" for k, tool, name, _ in CASES])
 def test_kernel_check(kernel, tool, check, judge):
@@ -370,7 +382,12 @@ def test_kernel_check(kernel, tool, check, judge):
         outcomes[tool, check] = ("refused", str(e))
         return
     except Exception as e:
-        outcomes[tool, check] = ("failed", str(e).strip().splitlines()[0] if str(e).strip() else repr(e))
+        first = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
+        known = KNOWN_BUGS.get((kernel, tool, check))
+        if known:
+            outcomes[tool, check] = ("known bug", f"{known}: {first}")
+            pytest.xfail(known)
+        outcomes[tool, check] = ("failed", first)
         raise
     outcomes[tool, check] = ("passed", detail or "")
 
@@ -443,8 +460,9 @@ def render(outcomes, results):
         "that passed (the tool's numbers equal the kernel's ground truth: mincore, cachestat(2)",
         "where the kernel has it, /proc/diskstats), refused (non-zero exit, nothing recorded,",
         "every error line says what the kernel lacks; or a feature the tool said, in one line,",
-        "this kernel disables, and of which it then recorded nothing) and failed (load errors,",
-        "crashes, wrong numbers: these fail `make test-kernels`).",
+        "this kernel disables, and of which it then recorded nothing), failed (load errors,",
+        "crashes, wrong numbers: these fail `make test-kernels`) and known bug (a wrong number",
+        "that is known and not fixed yet: test_kernels.py's KNOWN_BUGS, an expected failure).",
         "",
         "| kernel | release | programs loaded (`trace`, `trace --attach raw_tp`, `trace --used`) | "
         + " | ".join(title for _, title in COLUMNS) + " |",
