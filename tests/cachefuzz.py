@@ -55,8 +55,9 @@ FILESYSTEMS = ("ext4", "xfs")
 # two pages can lie 7 MiB (28 chunks) apart as in issue 20.
 MAX_FILE_PAGES = 3072
 READ_AHEAD_KB = (0, 4, 16, 32, 128, 512, 2048)
-# One filesystem for a batch: room for its files twice (two tools).
-FS_MIB = 1024
+# One file system per tool and batch: room for the files of 100 scripts
+# (up to 3 of 12 MiB each); zram stores only what is written, compressed.
+FS_MIB = 4096
 
 
 def fail(what, why):
@@ -308,7 +309,7 @@ def _do(step, files, device, log):
     elif op == "touch":
         # Per touch, in order: [page, faulted, pages the fault mapped besides].
         addr = f.map()
-        seen["touches"] = []
+        seen["touches"], seen["va"] = [], addr
         for page in step["pages"]:
             mapped = f.mapped()
             ctypes.string_at(addr + page * PAGE, 1)
@@ -458,7 +459,10 @@ def evict(path):
 
 def create_files(scripts, where):
     """Each script's files, written, synced and evicted: cold at its start."""
-    pattern = os.urandom(1 << 16)
+    # 64 random bytes at the head of each page, zeros after: never a
+    # same-filled page (zram would keep none), and compressed to little,
+    # so that a batch costs zram tens of MiB, not its size.
+    pattern = b"".join(os.urandom(64) + bytes(PAGE - 64) for _ in range(16))
     planned = []
     for script in scripts:
         directory = os.path.join(where, f"s{script['seed']}")
@@ -505,10 +509,10 @@ class Cachestat:
 
 
 def run_batch(scripts, fstype, tools, scratch):
-    """Both tools over @scripts on fresh @fstype files; the raw results."""
+    """Both tools over @scripts, each on a fresh @fstype; the raw results."""
     result = {"fs": fstype}
-    with fresh_filesystem(fstype, workdir=scratch) as (mountpoint, device):
-        for tool in ("cachetop", "trace"):
+    for tool in ("cachetop", "trace"):
+        with fresh_filesystem(fstype, workdir=scratch) as (mountpoint, device):
             where = os.path.join(mountpoint, tool)
             os.mkdir(where)
             planned = create_files(scripts, where)
@@ -520,9 +524,11 @@ def run_batch(scripts, fstype, tools, scratch):
             command = _exec_command(plan, seen)
             if tool == "cachetop":
                 beside = Cachestat(tools)
-                proc = subprocess.run([os.path.join(tools, "cachetop"), "-j", "-c", command],
-                                      capture_output=True, text=True)
-                result["cachestat"] = beside.stop()
+                try:
+                    proc = subprocess.run([os.path.join(tools, "cachetop"), "-j", "-c",
+                                           command], capture_output=True, text=True)
+                finally:
+                    result["cachestat"] = beside.stop()
             else:
                 log = os.path.join(scratch, f"trace-{fstype}.log")
                 proc = subprocess.run([os.path.join(tools, "trace"), "--used", "-o", log,
@@ -541,7 +547,32 @@ def run_batch(scripts, fstype, tools, scratch):
     return result
 
 
+def fault_around_bytes():
+    """The kernel's fault_around_bytes, read in a mount namespace of our own
+    (debugfs is not mounted here, and others' tests want it so); None if
+    it cannot be read."""
+    proc = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                           "mount -t debugfs debugfs /sys/kernel/debug && "
+                           "cat /sys/kernel/debug/fault_around_bytes"],
+                          capture_output=True, text=True)
+    return int(proc.stdout) if proc.returncode == 0 and proc.stdout.strip().isdigit() else None
+
+
+def fault_around_range(va, page, npages, nr_pages):
+    """The pages [first, last] do_fault_around() (mm/memory.c) hands
+    filemap_map_pages() for a fault on @page of a mapping at @va of
+    @npages pages from file page 0: @nr_pages aligned in the page table,
+    inside the mapping and the page table."""
+    ptrs_per_pte = 512 if PAGE == 4096 else PAGE // 8
+    pte_off = ((va >> PAGE.bit_length() - 1) + page) % ptrs_per_pte
+    from_pte = max(pte_off - pte_off % nr_pages, pte_off - min(pte_off, page))
+    to_pte = min(from_pte + nr_pages, ptrs_per_pte, pte_off + npages - page) - 1
+    return page - (pte_off - from_pte), page + (to_pte - pte_off)
+
+
 def cmd_run(args):
+    # A kill (the kernel matrix's timeout) unmounts and frees the device too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(f"{TOOL}: terminated"))
     if os.geteuid() != 0:
         fail("run", "needs root (BPF, zram or loop devices, mounts)")
     tools = args.tools or os.path.join(REPO, "tracer")
@@ -552,7 +583,7 @@ def cmd_run(args):
     scratch = args.scratch or os.path.dirname(out)
     seeds = list(range(args.seed, args.seed + args.count))
     report = {"kernel": platform.release(), "seeds": [seeds[0], seeds[-1]],
-              "page_size": PAGE, "batches": []}
+              "page_size": PAGE, "fault_around_bytes": fault_around_bytes(), "batches": []}
     for fstype in args.fs.split(","):
         for at in range(0, len(seeds), args.batch):
             batch = [generate(s) for s in seeds[at: at + args.batch]]
