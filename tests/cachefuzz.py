@@ -595,6 +595,8 @@ def cmd_run(args):
             subdir = os.path.join(scratch, f"{os.path.basename(out)}.{tag}")
             os.makedirs(subdir, exist_ok=True)
             result = run_batch(batch, fstype, tools, subdir)
+            # Relative to OUT: the host may see the guest's scratch elsewhere.
+            result["trace_log"] = os.path.relpath(result["trace_log"], os.path.dirname(out))
             result["seeds"] = [batch[0]["seed"], batch[-1]["seed"]]
             report["batches"].append(result)
             sys.stderr.write(f" {time.monotonic() - started:.1f} s\n")

@@ -213,15 +213,29 @@ def _compare(where, want, got, keys, mismatches, model):
             mismatches.append(mismatch)
 
 
-def check_batch(batch, pagetrace, tally, fault_around_pages):
-    """Mismatches of one batch (one file system, both tools)."""
+def trace_lost(log):
+    """lost=N of the trace's trailer (docs/trace-format.md); None without one."""
+    with open(log, "rb") as f:
+        f.seek(max(0, os.path.getsize(log) - 4096))
+        tail = f.read().decode(errors="replace")
+    for word in reversed(tail.split()):
+        if word.startswith("lost="):
+            return int(word[5:])
+    return None
+
+
+def check_batch(batch, pagetrace, tally, fault_around_pages, where):
+    """Mismatches of one batch (one file system, both tools); @where: the
+    report's directory, which a relative trace_log is in."""
     mismatches = []
     beyond = False
     rows = {r["path"]: r for r in batch["cachetop"]["files"]}
-    wasted = waste_json(batch["trace_log"], pagetrace)
-    if batch["cachetop"].get("lost"):
-        mismatches.append({"fs": batch["fs"], "count": "cachetop lost",
-                           "expected": 0, "got": batch["cachetop"]["lost"]})
+    log = os.path.join(where, batch["trace_log"])
+    wasted = waste_json(log, pagetrace)
+    for tool, lost in (("cachetop", batch["cachetop"].get("lost")), ("trace", trace_lost(log))):
+        if lost != 0:
+            mismatches.append({"fs": batch["fs"], "tool": tool, "count": "lost",
+                               "expected": 0, "got": lost})
     sums = {"hits": 0, "misses": 0, "accesses": 0, "dirties": 0, "mapped": 0}
     for tool in ("cachetop", "trace"):
         paths = {int(k): v for k, v in batch[f"{tool}_paths"].items()}
@@ -275,14 +289,14 @@ def check_batch(batch, pagetrace, tally, fault_around_pages):
     return mismatches
 
 
-def check(report, pagetrace):
+def check(report, pagetrace, where="."):
     tally = {"scripts": 0, "files": 0, "compared": 0, "skipped_files": 0,
              "skipped_pages": 0, "skipped_dirties": 0}
     mismatches = []
     nr = (report["fault_around_bytes"] // report["page_size"]
           if report.get("fault_around_bytes") else DEFAULT_FAULT_AROUND_PAGES)
     for batch in report["batches"]:
-        mismatches += check_batch(batch, pagetrace, tally, nr)
+        mismatches += check_batch(batch, pagetrace, tally, nr, where)
     tally["mismatches"] = len(mismatches)
     tally["known_open"] = sum(1 for m in mismatches if m.get("known"))
     return tally, mismatches
@@ -306,7 +320,7 @@ def main(argv=None):
     with open(args.report) as f:
         report = json.load(f)
     pagetrace = args.pagetrace.split() if args.pagetrace else default_pagetrace()
-    tally, mismatches = check(report, pagetrace)
+    tally, mismatches = check(report, pagetrace, os.path.dirname(os.path.abspath(args.report)))
     tally.update({"kernel": report["kernel"], "seeds": report["seeds"],
                   "filesystems": sorted({b["fs"] for b in report["batches"]})})
     seeds = sorted({m["seed"] for m in mismatches if "seed" in m and not m.get("known")})

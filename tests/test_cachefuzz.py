@@ -39,7 +39,8 @@ def test_random_scripts_match_the_kernel(fstype, tmp_path):
     assert proc.returncode == 0, proc.stderr
     with open(out) as f:
         report = json.load(f)
-    tally, mismatches = cachefuzz_check.check(report, cachefuzz_check.default_pagetrace())
+    tally, mismatches = cachefuzz_check.check(report, cachefuzz_check.default_pagetrace(),
+                                              str(tmp_path))
     assert tally["scripts"] == len(SEEDS)
     # Every file of every script compared, in both tools.
     assert tally["files"] == 2 * sum(len(cachefuzz.generate(s)["files"]) for s in SEEDS)
