@@ -436,10 +436,20 @@ def fresh_filesystem(fstype, size_mib=FS_MIB, workdir=None):
         if mounted and _run("umount", mountpoint, check=False).returncode:
             _run("umount", "-l", mountpoint, check=False)
         if device and is_zram:
-            _run("zramctl", "--reset", device, check=False)
+            _reset_zram(device)
         elif device:
             _run("losetup", "-d", device, check=False)
         shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _reset_zram(device):
+    """zramctl --reset, retried: right after umount the device may still be
+    busy for a moment (seen: 10 devices left over in 60 batches)."""
+    for _ in range(100):
+        if _run("zramctl", "--reset", device, check=False).returncode == 0:
+            return
+        time.sleep(0.05)
+    sys.stderr.write(f"{TOOL}: {device}: still busy, not reset (zramctl --reset {device})\n")
 
 
 def read_ahead_knob(device):

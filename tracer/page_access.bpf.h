@@ -457,8 +457,8 @@ static __always_inline int chunk_map(struct chunk_walk *walk, __u64 mask)
 	chunk_in_cache(walk->mapping, walk->key.chunk, want, want, &cache);
 	candidates = cache.mappable & ~fault_bit;
 	if (!state)
-		state = chunk_state(&walk->key, candidates ||
-				    (!count_hits && (cache.mappable & fault_bit)));
+		/* A fault served here is an access: kept by the cache tools too. */
+		state = chunk_state(&walk->key, candidates || (cache.mappable & fault_bit));
 	if (walk->account_fault && (cache.mappable & fault_bit)) {
 		walk->served = true;
 		first = mark_accessed(state, fault_bit, &hits, &misses);
