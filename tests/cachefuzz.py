@@ -408,21 +408,32 @@ def _run(*cmd, **kw):
         fail(" ".join(cmd), (err.stderr or "").strip() or f"exit status {err.returncode}")
 
 
+def _new_zram(size_mib):
+    """A free zram device of @size_mib, or None (no zramctl, no module)."""
+    if not shutil.which("zramctl"):
+        return None
+    if not os.path.exists("/sys/class/zram-control"):
+        subprocess.run(["modprobe", "zram"], capture_output=True)
+    found = subprocess.run(["zramctl", "--find", "--size", f"{size_mib}M"],
+                           capture_output=True, text=True)
+    return found.stdout.strip() if found.returncode == 0 else None
+
+
 @contextlib.contextmanager
-def fresh_filesystem(fstype, size_mib=FS_MIB, workdir=None):
-    """A fresh @fstype on a new zram device (a loop device over a file in
-    @workdir when zram is missing), mounted; yields (mountpoint, device).
-    Everything is undone on exit, even after an error."""
+def fresh_filesystem(fstype, size_mib=FS_MIB, workdir=None, kind="auto"):
+    """A fresh @fstype on a new zram device, or (@kind "loop", or "auto"
+    without zram) a loop device over a file in @workdir, mounted; yields
+    (mountpoint, device). Everything is undone on exit, even after an error."""
     scratch = tempfile.mkdtemp(prefix="cachefuzz-", dir=workdir)
     mountpoint = os.path.join(scratch, "mnt")
     os.mkdir(mountpoint)
     device, is_zram, mounted = None, False, False
     try:
-        if shutil.which("zramctl"):
-            found = subprocess.run(["zramctl", "--find", "--size", f"{size_mib}M"],
-                                   capture_output=True, text=True)
-            if found.returncode == 0:
-                device, is_zram = found.stdout.strip(), True
+        if kind != "loop":
+            device = _new_zram(size_mib)
+            is_zram = device is not None
+            if kind == "zram" and not is_zram:
+                fail("zram", "no zram device (zramctl --find failed)")
         if device is None:
             image = os.path.join(scratch, "fs.img")
             with open(image, "wb") as f:
@@ -443,12 +454,15 @@ def fresh_filesystem(fstype, size_mib=FS_MIB, workdir=None):
 
 
 def _reset_zram(device):
-    """zramctl --reset, retried: right after umount the device may still be
-    busy for a moment (seen: 10 devices left over in 60 batches)."""
-    for _ in range(100):
+    """zramctl --reset, retried: after umount the device stays busy for a
+    while (udev's probes; seen: 10 devices left over in 60 batches, and
+    4 in 60 more with 5 s of retries, on a loaded machine)."""
+    if shutil.which("udevadm"):
+        _run("udevadm", "settle", "--timeout=30", check=False)
+    for _ in range(600):
         if _run("zramctl", "--reset", device, check=False).returncode == 0:
             return
-        time.sleep(0.05)
+        time.sleep(0.1)
     sys.stderr.write(f"{TOOL}: {device}: still busy, not reset (zramctl --reset {device})\n")
 
 
@@ -518,11 +532,11 @@ class Cachestat:
                 for key in ("hits", "misses", "dirties", "mapped", "lost")}
 
 
-def run_batch(scripts, fstype, tools, scratch):
+def run_batch(scripts, fstype, tools, scratch, kind="auto"):
     """Both tools over @scripts, each on a fresh @fstype; the raw results."""
     result = {"fs": fstype}
     for tool in ("cachetop", "trace"):
-        with fresh_filesystem(fstype, workdir=scratch) as (mountpoint, device):
+        with fresh_filesystem(fstype, workdir=scratch, kind=kind) as (mountpoint, device):
             where = os.path.join(mountpoint, tool)
             os.mkdir(where)
             planned = create_files(scripts, where)
@@ -554,6 +568,7 @@ def run_batch(scripts, fstype, tools, scratch):
             with open(seen) as f:
                 result[f"{tool}_seen"] = json.load(f)
             result[f"{tool}_paths"] = {s["seed"]: s["paths"] for s in planned}
+            result[f"{tool}_device"] = device
     return result
 
 
@@ -604,7 +619,7 @@ def cmd_run(args):
             tag = f"{fstype}-{batch[0]['seed']}"
             subdir = os.path.join(scratch, f"{os.path.basename(out)}.{tag}")
             os.makedirs(subdir, exist_ok=True)
-            result = run_batch(batch, fstype, tools, subdir)
+            result = run_batch(batch, fstype, tools, subdir, args.device)
             # Relative to OUT: the host may see the guest's scratch elsewhere.
             result["trace_log"] = os.path.relpath(result["trace_log"], os.path.dirname(out))
             result["seeds"] = [batch[0]["seed"], batch[-1]["seed"]]
@@ -632,6 +647,9 @@ def main(argv=None):
     p.add_argument("--fs", default=",".join(FILESYSTEMS),
                    help="file system types, comma-separated (default ext4,xfs)")
     p.add_argument("--json", required=True, metavar="OUT", help="results file")
+    p.add_argument("--device", choices=("auto", "zram", "loop"), default="auto",
+                   help="block device under the file systems (default: zram if "
+                   "there is one, else loop)")
     p.add_argument("--tools", help="directory of cachetop, trace, cachestat "
                    "(default: tracer/ of this tree)")
     p.add_argument("--scratch", help="directory for plans and traces "
