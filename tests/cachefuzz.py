@@ -464,6 +464,13 @@ def _reset_zram(device):
             return
         time.sleep(0.1)
     sys.stderr.write(f"{TOOL}: {device}: still busy, not reset (zramctl --reset {device})\n")
+    LEFT_BEHIND.append(device)
+
+
+# Devices that could not be reset (cause unknown: the file system was
+# unmounted and nothing in user space held them); in the report, and
+# reset again before `run` ends.
+LEFT_BEHIND = []
 
 
 def read_ahead_knob(device):
@@ -625,6 +632,10 @@ def cmd_run(args):
             result["seeds"] = [batch[0]["seed"], batch[-1]["seed"]]
             report["batches"].append(result)
             sys.stderr.write(f" {time.monotonic() - started:.1f} s\n")
+    for device in list(LEFT_BEHIND):
+        LEFT_BEHIND.remove(device)
+        _reset_zram(device)
+    report["left_behind"] = LEFT_BEHIND
     with open(out, "w") as f:
         json.dump(report, f)
     return 0

@@ -329,7 +329,8 @@ def main(argv=None):
         report = json.load(f)
     pagetrace = args.pagetrace.split() if args.pagetrace else default_pagetrace()
     tally, mismatches = check(report, pagetrace, os.path.dirname(os.path.abspath(args.report)))
-    tally.update({"kernel": report["kernel"], "seeds": report["seeds"],
+    tally.update({"left_behind": report.get("left_behind", []),
+                  "kernel": report["kernel"], "seeds": report["seeds"],
                   "filesystems": sorted({b["fs"] for b in report["batches"]})})
     seeds = sorted({m["seed"] for m in mismatches if "seed" in m and not m.get("known")})
     for m in mismatches:
@@ -344,7 +345,9 @@ def main(argv=None):
           f"{len(mismatches)} mismatches ({tally['known_open']} of them: "
           f"{BEYOND_RANGE}); skipped: {tally['skipped_pages']} undecidable pages "
           f"in {tally['skipped_files']} of {tally['files']} file runs, dirties "
-          f"of {tally['skipped_dirties']}")
+          f"of {tally['skipped_dirties']}" +
+          (f"; zram devices left behind: {' '.join(tally['left_behind'])}"
+           if tally["left_behind"] else ""))
     return 1 if mismatches else 0
 
 
