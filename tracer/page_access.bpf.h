@@ -275,12 +275,20 @@ static __always_inline void chunk_in_cache(struct address_space *mapping, __u64 
 		__u32 shift = BPF_CORE_READ(node, shift);
 		__u64 offset;
 
+		/*
+		 * Beyond the tree first, then the leaf: a root that is itself
+		 * a leaf (shift 0, a file cached only below page 64) covers
+		 * chunk 0 alone. Tested the other way round, chunk N > 0 read
+		 * chunk 0's slots, and a fault on a cold page 64 * N + k
+		 * counted a hit when page k was cached (issue 20: pages 3 and
+		 * 1795 gave 1 hit and 1 miss).
+		 */
+		if (shift >= 64 || (level == 0 && (index >> shift) > 63))
+			return;	/* beyond the tree */
 		if (shift == 0) {
 			leaf_slots(node, span, want, out);
 			return;
 		}
-		if (shift >= 64 || (level == 0 && (index >> shift) > 63))
-			return;	/* beyond the tree */
 		offset = (index >> shift) & 63;
 		bpf_core_read(&entry, sizeof(entry), &node->slots[offset]);
 		if (xa_entry_is_sibling(entry))
@@ -386,7 +394,13 @@ static __always_inline int chunk_read_call(struct chunk_walk *walk, __u64 mask)
 		if (mask)
 			walk->counted = (walk->key.chunk << CHUNK_SHIFT) + fls64(mask);
 	}
-	state = chunk_state(&walk->key, !count_hits && mask);
+	/*
+	 * The cache tools too keep every accessed page: chunk_map() counts a
+	 * page as mapped only if it was not accessed, and a hit left out of
+	 * page_states (no state created for it) was later counted as mapped
+	 * when fault-around reached it (issue 20, tests/cachefuzz.py).
+	 */
+	state = chunk_state(&walk->key, mask != 0);
 	first = mark_accessed(state, mask, &hits, &misses);
 	if (mask && (first || count_hits))
 		on_access(walk->inode, &walk->key, first, hits, misses, ACCESS_BY_READ);
@@ -404,7 +418,7 @@ static __always_inline int chunk_fault(struct chunk_walk *walk, __u64 mask)
 		chunk_in_cache(walk->mapping, walk->key.chunk, mask, 0, &cache);
 		walk->absent = !(cache.present & mask);
 	}
-	state = chunk_state(&walk->key, !count_hits);
+	state = chunk_state(&walk->key, true);	/* see chunk_read_call() */
 	first = mark_accessed(state, mask, &hits, &misses);
 	if (walk->absent && !misses)
 		hits = 0, misses = 1;	/* this fault reads it: a miss */
@@ -427,15 +441,20 @@ static __always_inline int chunk_map(struct chunk_walk *walk, __u64 mask)
 		/* trace: pages already recorded need no look at the cache. */
 		if (walk->account_fault && (state->accessed & fault_bit))
 			walk->served = true;
-		want &= ~(state->accessed | state->mapped);
+		/*
+		 * Not the faulting page when it is only mapped: mapped in
+		 * another process's page tables, its fault here is an access
+		 * that fault-around serves (issue 20, tests/cachefuzz.py).
+		 */
+		want &= ~(state->accessed | (state->mapped & ~fault_bit));
 	}
 	if (!want)
 		return 0;
 	chunk_in_cache(walk->mapping, walk->key.chunk, want, want, &cache);
 	candidates = cache.mappable & ~fault_bit;
 	if (!state)
-		state = chunk_state(&walk->key, candidates ||
-				    (!count_hits && (cache.mappable & fault_bit)));
+		/* A fault served here is an access: kept by the cache tools too. */
+		state = chunk_state(&walk->key, candidates || (cache.mappable & fault_bit));
 	if (walk->account_fault && (cache.mappable & fault_bit)) {
 		walk->served = true;
 		first = mark_accessed(state, fault_bit, &hits, &misses);

@@ -1,0 +1,116 @@
+"""The randomized ground truth of the cache tools' counts (issue 20) in
+`make test`: 100 seeded scripts on a fresh zram ext4 and 100 on xfs, each
+under cachetop -c (cachestat beside it) and under trace --used, compared
+exactly with what mincore, pagemap, /proc/diskstats and cachestat(2) say
+(tests/cachefuzz.py runs them, tests/cachefuzz_check.py compares).
+`make fuzz-cache SEED=N` replays one seed; `make fuzz-cache-long` runs
+10,000 (docs/tracer.md).
+"""
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, require_root
+import cachefuzz
+import cachefuzz_check
+
+SEEDS = range(1, 101)
+
+# The one open mismatch, analysed in docs/tracer.md ("Randomized ground
+# truth"): Linux 6.18 maps a large folio whole when fault-around reaches
+# it, beyond the range mm_filemap_map_pages gives, and the tools count only
+# that range. The comparator marks a mismatch "known" only when it is an
+# undercount of a mapped count by no more than the pages behind it that
+# pagemap shows mapped outside the range. A run whose only mismatches are those is XFAIL, never
+# a pass; any other mismatch fails.
+
+
+@pytest.mark.parametrize("fstype", cachefuzz.FILESYSTEMS)
+def test_random_scripts_match_the_kernel(fstype, tmp_path):
+    require_root()
+    out = tmp_path / "fuzz.json"
+    proc = subprocess.run([sys.executable, os.path.join(REPO, "tests", "cachefuzz.py"), "run",
+                           "--seed", str(SEEDS[0]), "--count", str(len(SEEDS)),
+                           "--fs", fstype, "--json", str(out)],
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    with open(out) as f:
+        report = json.load(f)
+    tally, mismatches = cachefuzz_check.check(report, cachefuzz_check.default_pagetrace(),
+                                              str(tmp_path))
+    assert tally["scripts"] == len(SEEDS)
+    # Every file of every script compared, in both tools.
+    assert tally["files"] == 2 * sum(len(cachefuzz.generate(s)["files"]) for s in SEEDS)
+    print(json.dumps(tally))
+    other = [m for m in mismatches if not m.get("known")]
+    assert other == [], "\n".join(
+        [json.dumps(m) for m in other] +
+        [f"replay: make fuzz-cache SEED={s}" for s in sorted({m['seed'] for m in other
+                                                               if 'seed' in m})])
+    if mismatches:
+        pytest.xfail(f"{len(mismatches)} known open mismatches ({cachefuzz_check.BEYOND_RANGE}):"
+                     f" seeds {sorted({m.get('seed') for m in mismatches})}")
+
+
+def test_generator_is_deterministic_and_covers_every_step():
+    scripts = [cachefuzz.generate(s) for s in SEEDS]
+    assert scripts == [cachefuzz.generate(s) for s in SEEDS]
+    ops = set()
+
+    def walk(steps):
+        for step in steps:
+            ops.add(step["op"])
+            if step["op"] == "child":
+                walk(step["steps"])
+    for script in scripts:
+        walk(script["steps"])
+    assert ops == {"read", "pread", "readv", "preadv", "touch", "madvise", "willneed",
+                   "dontneed", "write", "child"}
+    assert {s["read_ahead_kb"] for s in scripts} == set(cachefuzz.READ_AHEAD_KB)
+
+
+def test_model_on_a_hand_made_log():
+    """The comparator's model, on observations written by hand: a cold read
+    of pages 0-1 that reads 0-3, a touch of page 3 that maps 2 besides, a
+    re-read of 0-3, DONTNEED of everything, then reclaim of nothing."""
+    r = cachefuzz.ranges
+    log = [{"op": "start", "resident": [[]]},
+           {"op": "pread", "file": 0, "accessed": [0, 1], "sectors": 32,
+            "resident": [r({0, 1, 2, 3})]},
+           {"op": "touch", "file": 0, "accessed": [3], "touches": [[3, True, [2]]], "va": 0,
+            "sectors": 0, "resident": [r({0, 1, 2, 3})]},
+           {"op": "pread", "file": 0, "accessed": [0, 1, 2, 3], "sectors": 0,
+            "resident": [r({0, 1, 2, 3})]},
+           {"op": "dontneed", "file": 0, "accessed": [], "sectors": 0, "resident": [[]]}]
+    (model,) = cachefuzz_check.expected(log, [4])
+    counts = model.counts()
+    # 0, 1: misses (absent); 3: a miss (read, not accessed since); 2 is
+    # mapped (fault-around, not accessed yet); the re-read: 0, 1, 3 hits, 2 a
+    # miss (read by the first pread, never accessed before).
+    assert (counts["hits"], counts["misses"], counts["mapped"]) == (3, 4, 1)
+    assert (counts["read_pages"], counts["used_pages"], counts["unused_pages"]) == (4, 4, 0)
+    assert not model.undecidable
+    # The same log with one more page read than became resident: the
+    # device read something the model cannot place, so the file is skipped.
+    log[1]["sectors"] = 40
+    (model,) = cachefuzz_check.expected(log, [4])
+    assert model.undecidable == {0, 1, 2, 3}
+    # A page gone without a DONTNEED: reclaimed by something else.
+    log[1]["sectors"] = 32
+    log[3]["resident"] = [r({0, 1, 2})]
+    (model,) = cachefuzz_check.expected(log, [4])
+    assert model.undecidable == {3}
+
+
+def test_fault_around_range_is_do_fault_around():
+    """mm/memory.c do_fault_around(): 16 pages aligned in the page table,
+    cut by the mapping's start and end."""
+    va = 0x7f0000000000 + 8 * cachefuzz.PAGE    # file page 0 at slot 8 of 512
+    assert cachefuzz.fault_around_range(va, 10, 100, 16) == (8, 23)
+    assert cachefuzz.fault_around_range(va, 3, 100, 16) == (0, 15)    # mapping's start
+    assert cachefuzz.fault_around_range(va, 90, 92, 16) == (88, 91)   # mapping's end
+    assert cachefuzz.fault_around_range(va, 500, 1000, 16) == (488, 503)  # page table's end
+    assert cachefuzz.fault_around_range(va, 504, 1000, 16) == (504, 519)  # the next one
