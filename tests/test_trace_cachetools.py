@@ -210,8 +210,10 @@ def test_cachestat_counts_a_cold_read(data_dir):
     f = os.path.join(data_dir, "stat.bin")
     write_file(f, 8 * MiB)
     evict(f)
-    stat = subprocess.Popen([CACHESTAT, "-j", "2", "1"], stdout=subprocess.PIPE, text=True)
-    subprocess.run(["sh", "-c", f"sleep 0.5; cat {f} > /dev/null"], check=True)
+    # Loading and verifying takes about 0.8 s here (more under load); the
+    # interval starts once cachestat is attached, so the read lands in it.
+    stat = subprocess.Popen([CACHESTAT, "-j", "5", "1"], stdout=subprocess.PIPE, text=True)
+    subprocess.run(["sh", "-c", f"sleep 2.5; cat {f} > /dev/null"], check=True)
     out, _ = stat.communicate(timeout=30)
     assert stat.returncode == 0
     (line,) = out.splitlines()
@@ -274,9 +276,9 @@ def test_cachetop_pid_follows_one_process(data_dir):
         sys.stdin.readline()
         """)], stdin=subprocess.PIPE, text=True)
     try:
-        top = subprocess.Popen([CACHETOP, "-j", "-p", str(reader.pid), "3", "1"],
+        top = subprocess.Popen([CACHETOP, "-j", "-p", str(reader.pid), "6", "1"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(1.0)  # cachetop is attached well within its 3 s interval
+        time.sleep(3.0)  # loading takes about 1 s here: attached well within its interval
         reader.stdin.write("go\n")
         reader.stdin.flush()
         out, err = top.communicate(timeout=30)

@@ -79,6 +79,8 @@ struct thread_access {
 	__u64 fault_index;
 	__u32 fault_state;	/* enum fault_state */
 	__u32 fault_expects_read; /* that page was absent: its read is this miss */
+	__u64 anon_start;	/* the last anonymous VMA a silent fault was in */
+	__u64 anon_end;
 };
 
 /* Task-local storage: no hashing on the fault path, freed with the thread. */
@@ -600,6 +602,19 @@ enum { NR_READ = 63, NR_READV = 65, NR_PREAD64 = 67, NR_PREADV = 69, NR_PREADV2 
 enum { NR_READ = -1, NR_READV = -1, NR_PREAD64 = -1, NR_PREADV = -1, NR_PREADV2 = -1 };
 #endif
 
+#if defined(__TARGET_ARCH_x86)
+enum { NR_EXIT = 60, NR_EXIT_GROUP = 231 };
+#elif defined(__TARGET_ARCH_arm64) || defined(__TARGET_ARCH_riscv)
+enum { NR_EXIT = 93, NR_EXIT_GROUP = 94 };
+#else
+enum { NR_EXIT = -1, NR_EXIT_GROUP = -1 };
+#endif
+
+static __always_inline bool is_exit_syscall(long id)
+{
+	return id >= 0 && (id == NR_EXIT || id == NR_EXIT_GROUP);
+}
+
 static __always_inline bool is_read_syscall(long id)
 {
 	return id >= 0 && (id == NR_READ || id == NR_PREAD64 || id == NR_READV ||
@@ -693,8 +708,9 @@ static __always_inline void page_access_fault(struct address_space *mapping, __u
 
 struct vma_lookup {
 	__u64 address;
-	__u64 mapping;
+	__u64 mapping;	/* 0: an anonymous VMA */
 	__u64 index;
+	__u64 start, end;	/* the VMA */
 };
 
 static long vma_file_page(struct task_struct *task, struct vm_area_struct *vma,
@@ -703,6 +719,8 @@ static long vma_file_page(struct task_struct *task, struct vm_area_struct *vma,
 	struct file *file = BPF_CORE_READ(vma, vm_file);
 
 	(void)task;
+	lookup->start = BPF_CORE_READ(vma, vm_start);
+	lookup->end = BPF_CORE_READ(vma, vm_end);
 	if (!file)
 		return 0;
 	lookup->mapping = (__u64)BPF_CORE_READ(file, f_mapping);
@@ -750,12 +768,61 @@ static __always_inline void page_access_map(struct address_space *mapping, __u64
 }
 
 /* exceptions:page_fault_user/kernel: a new fault starts. */
+/*
+ * A fault that fault-around serves by mapping a whole PMD-sized folio
+ * (filemap_map_pages() -> filemap_map_pmd(), with large folios in the page
+ * cache: seen on 7.3) returns before filemap:mm_filemap_map_pages fires, and
+ * never reaches filemap_fault(): it leaves no event. Such a fault is still
+ * FAULT_STARTED when the thread's next fault starts, or when it exits
+ * (exit, exit_group at sys_enter, while its memory is still mapped): then
+ * its page, if it is a file's and in the page cache, is the access that
+ * fault-around served. Anonymous faults, most faults, stay FAULT_STARTED
+ * too: the last anonymous VMA found is remembered, so that the next faults
+ * in it cost no VMA lookup.
+ */
+static __always_inline void resolve_silent_fault(struct thread_access *ta)
+{
+	struct vma_lookup lookup = { .address = ta->fault_address };
+	struct address_space *mapping;
+	struct chunk_walk walk = {};
+
+	if (ta->fault_state != FAULT_STARTED || !lookup.address)
+		return;
+	ta->fault_state = FAULT_NONE;
+	if (lookup.address >= ta->anon_start && lookup.address < ta->anon_end)
+		return;
+	if (bpf_find_vma(current_task(), lookup.address, vma_file_page, &lookup, 0))
+		return;
+	if (!lookup.mapping) {
+		ta->anon_start = lookup.start;
+		ta->anon_end = lookup.end;
+		return;
+	}
+	mapping = (struct address_space *)lookup.mapping;
+	if (!page_in_cache(mapping, lookup.index))
+		return;
+	start_walk(&walk, mapping, OP_MAP, lookup.index, lookup.index);
+	walk.fault_index = lookup.index;
+	walk.account_fault = true;
+	walk_chunks(&walk);
+}
+
+/* exit or exit_group at sys_enter: the thread's last fault, if silent. */
+static __always_inline void page_access_thread_ends(void)
+{
+	struct thread_access *ta = thread_access(false);
+
+	if (ta)
+		resolve_silent_fault(ta);
+}
+
 static __always_inline void page_access_fault_start(__u64 address)
 {
 	struct thread_access *ta = thread_access(true);
 
 	if (!ta)
 		return;
+	resolve_silent_fault(ta);
 	ta->fault_address = address;
 	ta->fault_state = FAULT_STARTED;
 	ta->fault_expects_read = 0;

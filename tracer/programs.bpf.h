@@ -35,11 +35,16 @@ static __always_inline int handle_page_fault(unsigned long address)
 	return 0;
 }
 
-/* Only the read family is looked at; every other system call returns here. */
+/*
+ * Only the read family and a thread's exit are looked at; every other
+ * system call returns here.
+ */
 static __always_inline int handle_sys_enter(struct pt_regs *regs, long id)
 {
 	if (is_read_syscall(id) && current_is_traced())
 		page_access_read_syscall(regs, id);
+	else if (is_exit_syscall(id) && current_is_traced())
+		page_access_thread_ends();
 	return 0;
 }
 
