@@ -23,6 +23,12 @@ USED_PAGES is compiled once per session from a `trace --used` trace (the
 first --used-trace), MERGED_PAGES from every --used-trace, the pages
 between those that vary from run to run filled in (--fill-varying) and
 the program's own preloads added (--merged-preloads): used_pages.
+  launched    selective, then `pagetrace launch PACK -- CMD` (--pack): what
+              users deploy, the mode chosen by the launch; timed from the
+              launch's start
+  launched-stale
+              as launched, with a copy of PACK in which every file's inode
+              is one no file has: every file stale, nothing prefetched
   simulated   selective, then `replay TRACE` (O_DIRECT, original order),
               then warm the files and run: "simulated I/O + hot start",
               the 2011 check against a real (selectively) cold start
@@ -42,6 +48,7 @@ import os
 import pwd
 import re
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -50,10 +57,11 @@ import threading
 import time
 from collections import deque, namedtuple
 
-from . import __version__, cache, throttle, tracefile
+from . import __version__, cache, packfile, throttle, tracefile
 from .frontdoor import find_c_tool
 from .escape import display_path, escape
-from .startup_csv import (BESIDE_STATES, MERGED_STATES, STATES, USED_STATES,
+from .startup_csv import (BESIDE_STATES, LAUNCH_STATES, MERGED_STATES,
+                          STATES, USED_STATES,
                           Run, StartupCsvError,
                           best_prefetch_state, comparisons, header_row,
                           prefetch_gains, read_runs, run_row, summarize)
@@ -268,6 +276,28 @@ def _stop_gracefully(proc):
 # ---------------------------------------------------------------------------
 # Cache states.
 
+def find_launcher():
+    """The `pagetrace` front door: scripts/pagetrace of the source tree,
+    else the one installed beside this script, else on PATH."""
+    from .frontdoor import TREE_TOP
+    for candidate in (os.path.join(TREE_TOP, "scripts", "pagetrace"),
+                      os.path.join(os.path.dirname(os.path.realpath(
+                          sys.argv[0] or ".")), "pagetrace")):
+        if os.path.isfile(candidate):
+            return candidate
+    return shutil.which("pagetrace") or "pagetrace"
+
+
+def stale_copy(pack_path, directory):
+    """A copy of the pack in which every file's inode is one no file has
+    (launched-stale): a pack whose files were all replaced."""
+    pack = packfile.read(pack_path)
+    files = [f._replace(ino=f.ino + (1 << 40)) for f in pack.files]
+    path = os.path.join(directory, "stale.pack")
+    packfile.write(pack._replace(files=files), path)
+    return path
+
+
 def find_replay(explicit):
     """The replayer: --replay, else replay/replay of the source tree, else
     pagetrace-replay installed beside this script, else on PATH."""
@@ -276,10 +306,13 @@ def find_replay(explicit):
     return find_c_tool("replay")
 
 
-def refusals(states, replay, explicit_replay, used_refusal=None):
+def refusals(states, replay, explicit_replay, used_refusal=None, pack=None):
     """{state: reason} for the states that cannot run here; used_refusal
     is why no trace with access records is at hand (used_trace)."""
     refused = {}
+    for state in LAUNCH_STATES:
+        if state in states and not pack:
+            refused[state] = "needs a pack: give --pack PACK (pagetrace pack)"
     if "cold" in states:
         reason = _cold_refusal()
         if reason:
@@ -478,9 +511,22 @@ class CacheStates:
         # start in the throttled cgroup; the preparation here does not.
         self.spawning = contextlib.nullcontext
         self.method = pagecache.choose_method()[0]
+        # launched: set by run_session with --pack.
+        self.pack = self.stale_pack = None
+        self.command = []
         self.warned_resident = set()
         self.warned_unmeasured = False
         self.warned_unverified = False
+
+    def launch_argv(self, state):
+        """`pagetrace launch` of the pack before the command (launched),
+        or of its stale copy (launched-stale)."""
+        pack = self.stale_pack if state == "launched-stale" else self.pack
+        # -I -S: the launch needs the standard library only, and the
+        # site-packages' .pth files cost tens of ms before the prefetch.
+        return [sys.executable, "-I", "-S", find_launcher(), "launch", "-q",
+                *(["--replay", self.replay] if self.replay else []), pack, "--",
+                *self.command]
 
     def evict(self):
         results, _ = self.pagecache.evict_files(self.paths, self.method)
@@ -565,6 +611,10 @@ def prepare_and_run(state, caches, bench):
     listed = caches.merged_trace_path if merged else caches.used_trace_path
     if state in BESIDE_STATES:
         return run_concurrent(state, listed, caches, bench, cold_fraction)
+    if state in LAUNCH_STATES:
+        outcome = bench(state, None, caches.launch_argv(state))
+        return ((outcome.status, outcome.elapsed_s, None, outcome.elapsed_s,
+                 cold_fraction), outcome.detail)
     if state == "prefetched":
         prefetch_s, error = caches.run_replay("--sorted", "--prefetch")
     elif state in ("prefetched-used", "prefetched-merged"):
@@ -746,10 +796,11 @@ def run_session(args, command, pagecache):
         # is at hand (--used-trace given, or --trace has them); the merged
         # ones only when asked for.
         args.states = [s for s in STATES if s not in MERGED_STATES and (
-            s not in USED_STATES or used or args.used_trace)]
+            s not in USED_STATES or used or args.used_trace)
+            and (s not in LAUNCH_STATES or args.pack)]
     states = args.states
     replay = find_replay(args.replay)
-    refused = refusals(states, replay, args.replay, used_refusal)
+    refused = refusals(states, replay, args.replay, used_refusal, args.pack)
     for state, reason in refused.items():
         progress(f"state {state} refused: {reason}")
     active = [s for s in states if s not in refused]
@@ -777,6 +828,12 @@ def run_session(args, command, pagecache):
                          prefetch_limit_s=max(60.0, args.timeout),
                          merged_trace_path=merged_list,
                          window=args.prefetch_window)
+    if args.pack and any(s in LAUNCH_STATES for s in active):
+        caches.pack, caches.command = os.path.abspath(args.pack), command
+        if "launched-stale" in active:
+            args.stale_scratch = tempfile.TemporaryDirectory(prefix="startup-bench-")
+            os.chmod(args.stale_scratch.name, 0o755)
+            caches.stale_pack = stale_copy(args.pack, args.stale_scratch.name)
     run_as = invoking_user()
     watch = ReadinessWatch(args.ready_regex, args.ready_file)
     governor = governor_note()
@@ -815,8 +872,9 @@ def run_states(args, command, active, caches, run_as, watch, governor):
         for iteration in range(args.n):
             for state in active:
                 fields, detail = prepare_and_run(
-                    state, caches, lambda s, start=None: run_once(
-                        command, args.timeout, watch, run_as, start, caches.spawning))
+                    state, caches, lambda s, start=None, argv=None: run_once(
+                        argv or command, args.timeout, watch, run_as, start,
+                        caches.spawning))
                 run = Run(len(runs), state, iteration, *fields,
                           throttle=throttle.label(args.limits))
                 runs.append(run)
@@ -954,6 +1012,10 @@ def build_parser(prog=PROG):
                         help="merged list: also every page the program read "
                         "ahead itself (readahead(2), MADV_WILLNEED, fadvise "
                         "WILLNEED: cause forced_ra in a trace -x), used or not")
+    parser.add_argument("--pack", metavar="PACK",
+                        help="the pack (pagetrace pack) that the launched "
+                        "states start the command through with pagetrace "
+                        "launch")
     parser.add_argument("-n", "--runs", dest="n", type=int, default=10,
                         help="runs per state (default 10)")
     parser.add_argument("--states", type=parse_states, default=None,
@@ -1029,7 +1091,7 @@ def main(argv=None, prog=PROG):
     except throttle.ThrottleError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 1
-    except (tracefile.TraceError, NothingToDo) as exc:
+    except (tracefile.TraceError, packfile.PackError, NothingToDo) as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 1
     except BenchError as exc:

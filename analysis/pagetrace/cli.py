@@ -144,9 +144,12 @@ def cmd_compare(args):
 
 
 def cmd_export(args):
+    if args.format:
+        return packexport_main(args)
     frame = _read(args.trace)
     if not (args.fio or args.csv or args.parquet):
-        raise SystemExit("pagetrace export: give --fio, --csv or --parquet")
+        raise SystemExit("pagetrace export: give --fio, --csv, --parquet "
+                         "or, for a pack, --format")
     if args.fio:
         with open(args.fio, "w", encoding="utf-8",
                   errors="surrogateescape") as out:
@@ -156,6 +159,25 @@ def cmd_export(args):
             export.write_csv(frame, out)
     if args.parquet:
         export.write_parquet(frame, args.parquet)
+    return 0
+
+
+def packexport_main(args):
+    """export PACK --format nydus-prefetch|file-list (pagetrace.packexport)."""
+    from . import packexport, packfile
+    try:
+        pack = packfile.read(args.trace)
+    except packfile.PackError as err:
+        _complain(f"export: {err}")
+        return 1
+    out = open(args.output, "w", encoding="utf-8", errors="surrogateescape") \
+        if args.output else sys.stdout
+    try:
+        packexport.write(pack, args.format, out, args.root,
+                         warn=lambda m: _complain(f"export: {m}"))
+    finally:
+        if out is not sys.stdout:
+            out.close()
     return 0
 
 
@@ -366,8 +388,23 @@ def build_parser():
     p.add_argument("-o", "--output", required=True, help="directory")
     p.set_defaults(func=cmd_compare)
 
-    p = sub.add_parser("export", help="fio iolog v3, CSV or Parquet")
-    p.add_argument("trace", help=TRACE_HELP)
+    p = sub.add_parser(
+        "export", help="fio iolog v3, CSV or Parquet; a pack's list for "
+        "image builders", formatter_class=argparse.RawDescriptionHelpFormatter,
+        epilog="""examples:
+  pagetrace export reads.log --fio reads.iolog
+  pagetrace export app.pack --format nydus-prefetch -o prefetch.json
+  pagetrace export app.pack --format file-list --root /var/lib/rootfs""")
+    p.add_argument("trace", help=TRACE_HELP + "; with --format, a pack "
+                   "(pagetrace pack)")
+    p.add_argument("--format", choices=("nydus-prefetch", "file-list"),
+                   help="write the pack's list: Nydus's prefetch JSON (path "
+                   "and byte ranges) or one path a line (docs/pack-format.md)")
+    p.add_argument("-o", "--output", help="with --format: the file "
+                   "(default: stdout)")
+    p.add_argument("--root", metavar="DIR", help="with --format: the image's "
+                   "root was DIR when the pack was recorded; paths relative "
+                   "to it, files outside it left out")
     p.add_argument("--fio", help="write fio iolog v3 here")
     p.add_argument("--csv", help="write the records as CSV here")
     p.add_argument("--parquet", help="write the records as Parquet here")
