@@ -50,6 +50,9 @@ install: all
 	install -m 0644 $(MAN1) $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -d $(DESTDIR)$(PREFIX)/share/pagetrace/pagetrace
 	install -m 0644 analysis/pagetrace/*.py $(DESTDIR)$(PREFIX)/share/pagetrace/pagetrace/
+	install -d $(DESTDIR)$(PREFIX)/share/pagetrace/examples
+	sed 's|@BINDIR@|$(PREFIX)/bin|' docs/examples/pagetrace-launch-example.service \
+		> $(DESTDIR)$(PREFIX)/share/pagetrace/examples/pagetrace-launch-example.service
 
 clean:
 	for d in $(SUBDIRS); do $(MAKE) -C $$d clean; done

@@ -176,7 +176,17 @@ def _check_whole(data):
     return data[:cut]
 
 
-def _file_line(fields, line_no):
+_FILE = re.compile(rb"file (\d+:\d+) (\d+) (\d+) (\d+) ([0-9a-f]{8}) (/[^ \\]*)\Z")
+
+
+def _file_line(fields, line_no, line=b""):
+    """The PackFile of a file line; the common case (an absolute path
+    without escapes) by one regular expression, the rest field by field."""
+    match = _FILE.match(line)
+    if match:
+        dev, ino, size, mtime, crc, path = match.groups()
+        return PackFile(path.decode("utf-8", "surrogateescape"), dev.decode(),
+                        int(ino), int(size), int(mtime), int(crc, 16))
     if len(fields) != 7:
         raise PackError(None, f"line {line_no}: a file line has 6 fields "
                         "after 'file': dev ino size mtime_ns head_crc32 path")
@@ -255,6 +265,11 @@ def parse_bytes(data, source="<bytes>", ranges=True):
     try:
         body = _check_whole(data)
         keys, files, found = {}, [], []
+        if not ranges:
+            # Only the header and the file lines are needed: stop before
+            # the (many) range lines.
+            cut = body.find(b"\nrange ")
+            body = body if cut < 0 else body[:cut + 1]
         lines = body.split(b"\n")[1:-1]
         for line_no, line in enumerate(lines, start=2):
             if line.startswith(b"#"):
@@ -270,7 +285,7 @@ def parse_bytes(data, source="<bytes>", ranges=True):
             if fields[0] != b"file":
                 raise PackError(None, f"line {line_no}: not a file, range or "
                                 "comment line")
-            files.append(_file_line(fields, line_no))
+            files.append(_file_line(fields, line_no, line))
         return Pack(FORMAT_VERSION, *_header(keys), files,
                     found if ranges else None,
                     _request_us(keys.get("request-us", b"")))
@@ -285,9 +300,10 @@ def _ranges(lines, first_no, files):
     for line_no, line in enumerate(lines[first_no - 2:], start=first_no):
         match = _RANGE.match(line)
         if match is None:
+            if not line.startswith(b"range "):
+                raise PackError(None, f"line {line_no}: not a range line "
+                                "(range lines come last)")
             _range_line(line.split(b" "), line_no, files)  # says what is wrong
-            raise PackError(None, f"line {line_no}: not a range line (range "
-                            "lines come last)")
         r = make(map(int, match.groups()))
         if r.file >= files or r.pages == 0:
             _range_line(line.split(b" "), line_no, files)
