@@ -89,7 +89,7 @@ def content_changed(entry):
         return True
 
 
-def check_files(pack, verify_content):
+def check_files(pack):
     """(indices of the files to prefetch, {reason: [paths]})."""
     keep, skipped, gone = [], {}, []
     as_root = os.geteuid() == 0
@@ -106,8 +106,6 @@ def check_files(pack, verify_content):
             reason = f"not checked ({err.strerror})"
         if reason is None and not as_root and not os.access(entry.path, os.R_OK):
             reason = f"not readable by uid {os.geteuid()}"
-        if reason is None and verify_content and content_changed(entry):
-            reason = "changed (content)"
         if reason is None:
             keep.append(index)
         else:
@@ -311,16 +309,23 @@ def find_replay(explicit=None):
     return find_c_tool("replay")
 
 
-def start_concurrent(replay, data, source, keep, window):
+def start_concurrent(replay, data, source, keep, window, skipped=None):
     """replay --prefetch beside CMD, in first-access order. The ranges are
-    parsed and the list written in a grandchild (forked twice, so that the
-    replay is nobody's zombie once CMD has replaced this process), so that
-    CMD starts without waiting for them."""
+    parsed, the files' content checked (unless `skipped` is None; the line
+    of skipped files is said then) and the list written in a grandchild
+    (forked twice, so that the replay is nobody's zombie once CMD has
+    replaced this process), so that CMD starts without waiting for them."""
     child = os.fork()
     if child == 0:
         try:
             if os.fork() == 0:
                 pack = packfile.parse_bytes(data, source)
+                if skipped is not None:
+                    keep = _verify_content(pack, keep, skipped)
+                    if skipped:
+                        say(skipped_line(skipped, len(pack.files)))
+                if not keep:
+                    os._exit(0)
                 fd = _memfd(list_bytes(plan_ranges(pack, keep), pack.page_size))
                 os.execv(replay, [replay, "--prefetch", "-q",
                                   *(["--window", window] if window else []),
@@ -469,19 +474,20 @@ def prepare(args, command, started):
                         f"days old, older than --max-age {args.max_age / 86400:g} "
                         "days: record it again (pagetrace pack, or --refine)")
     mode = args.mode
-    keep, skipped = check_files(pack, verify_content=False)
+    keep, skipped = check_files(pack)
     if keep and mode in ("auto", "concurrent", "sorted"):
         devices = {pack.files[i].dev for i in keep}
         chosen, why, gap = device_mode(devices, pack.request_us)
         if mode == "auto":
             mode = chosen
         report["device"] = why
-        if args.verify == "content" or (args.verify == "auto" and mode == "concurrent"):
-            keep, more = _verify_content(pack, keep)
-            for reason, paths in more.items():
-                skipped.setdefault(reason, []).extend(paths)
+    verify = args.verify == "content" or (args.verify == "auto" and mode == "concurrent")
+    if keep and verify and mode != "concurrent":
+        keep = _verify_content(pack, keep, skipped)
     report.update(mode=mode, skipped=skipped, prefetched_files=len(keep))
-    if skipped:
+    # Concurrent: the content check is the prefetching child's, which says
+    # what it skipped with the rest, so that CMD does not wait for it.
+    if skipped and not (keep and mode == "concurrent" and verify):
         say(skipped_line(skipped, len(pack.files)))
     if not keep or mode == "none":
         report["launch_s"] = time.perf_counter() - started
@@ -496,7 +502,8 @@ def prepare(args, command, started):
             + f" ({report.get('device', 'mode given')})")
     if mode == "concurrent":
         report["pages"] = None  # counted by the child that writes the list
-        start_concurrent(replay, data, path, keep, args.window)
+        start_concurrent(replay, data, path, keep, args.window,
+                         skipped if verify else None)
     else:
         pack = packfile.parse_bytes(data, path)
         ranges = plan_ranges(pack, keep, gap // pack.page_size)
@@ -510,10 +517,11 @@ def prepare(args, command, started):
     return report
 
 
-def _verify_content(pack, keep):
-    """The files of `keep` whose first 4 KiB still have their CRC-32:
-    their first pages are asked for all at once (WILLNEED) so that the
-    device reads them in parallel, then each is checked."""
+def _verify_content(pack, keep, skipped):
+    """The files of `keep` whose first 4 KiB still have their CRC-32; the
+    others are added to `skipped`. Their first pages are asked for all at
+    once (WILLNEED) so that the device reads them in parallel, then each
+    is checked."""
     for index in keep:
         try:
             fd = os.open(pack.files[index].path, os.O_RDONLY | os.O_CLOEXEC)
@@ -521,13 +529,13 @@ def _verify_content(pack, keep):
             os.close(fd)
         except OSError:
             pass
-    still, skipped = [], {}
+    still = []
     for index in keep:
         if content_changed(pack.files[index]):
             skipped.setdefault("changed (content)", []).append(pack.files[index].path)
         else:
             still.append(index)
-    return still, skipped
+    return still
 
 
 if __name__ == "__main__":

@@ -53,7 +53,7 @@ def refine(pack, trace, say):
     new = packrecord.used_first_accesses([trace])
     files, ranges = [], []
     if pack is not None:
-        keep, _ = check_files(pack, verify_content=False)
+        keep, _ = check_files(pack)
         renumber = {}
         for index in keep:
             renumber[index] = len(files)
