@@ -302,7 +302,10 @@ def build_parser():
   pagetrace diff before.log after.log
   pagetrace compare before.log after.log --startup-a before.csv \\
       --startup-b after.csv -o compare/
-  pagetrace waste --top 20 used.log      # a trace of trace --used""")
+  pagetrace waste --top 20 used.log      # a trace of trace --used
+  sudo pagetrace pack -o app.pack -- ./app          # record a prefetch pack
+  pagetrace launch app.pack -- ./app                # prefetch it and start
+  pagetrace export app.pack --format nydus-prefetch -o prefetch.json""")
     sub = parser.add_subparsers(dest="command", required=True,
                                 metavar="VERB")
     # trace, replay, cache, startup: dispatched by frontdoor before parsing.
