@@ -470,3 +470,47 @@ def test_systemd_unit_example_verifies(tmp_path):
         done = subprocess.run(["systemd-analyze", "verify", str(copy)],
                               capture_output=True, text=True)
         assert done.returncode == status, done.stderr
+
+
+# ---------------------------------------------------------------------------
+# read_ahead_kb is written back on every exit path; the packs directory.
+
+def test_read_ahead_restored_on_error_and_sigterm(tmp_path):
+    knob, journal = tmp_path / "read_ahead_kb", tmp_path / "journal.json"
+    knob.write_text("8192\n")
+    with pytest.raises(RuntimeError):
+        with packrecord.read_ahead_set(0, [str(knob)], str(journal)):
+            assert knob.read_text() == "0\n"
+            assert json.loads(journal.read_text()) == {str(knob): "8192"}
+            raise RuntimeError("a run failed")
+    assert knob.read_text() == "8192\n" and not journal.exists()
+    # SIGTERM while the setting is 0: the process ends, the value is back.
+    script = (f"import os, signal, sys; sys.path.insert(0, {os.path.join(REPO, 'analysis')!r})\n"
+              "from pagetrace import packrecord\n"
+              f"with packrecord.read_ahead_set(0, [{str(knob)!r}], {str(journal)!r}):\n"
+              "    os.kill(os.getpid(), signal.SIGTERM)\n"
+              "    signal.pause()\n")
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode != 0
+    assert knob.read_text() == "8192\n" and not journal.exists()
+    # A SIGKILL leaves the journal: --restore-read-ahead puts the value back.
+    journal.write_text(json.dumps({str(knob): "4096"}))
+    knob.write_text("0\n")
+    assert packrecord.restore_read_ahead(str(journal)) == [str(knob)]
+    assert knob.read_text() == "4096\n" and not journal.exists()
+
+
+def test_packs_directory_one_pack_per_command(tmp_path):
+    a = ["/usr/bin/app", "--one"]
+    b = ["/usr/bin/app", "--two"]
+    assert packfile.pack_name(a) != packfile.pack_name(b)
+    assert packfile.pack_name(a).startswith("app-") and packfile.pack_name(a).endswith(".pack")
+    env = dict(os.environ, PAGETRACE_PACKS=str(tmp_path))
+    pack = packfile.read(os.path.join(SAMPLES, "basic.pack"))
+    name = packfile.pack_name(["true"])
+    packfile.write(pack._replace(created=int(time.time())), str(tmp_path / name))
+    # launch NAME finds NAME.pack in the packs directory (its files are
+    # not here: the one line names them).
+    done = pagetrace("launch", name[:-len(".pack")], "--", "true", env=env)
+    assert done.returncode == 0
+    assert done.stderr.startswith("pagetrace launch: 2 of 2 files not prefetched")
