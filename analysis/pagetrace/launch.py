@@ -33,11 +33,14 @@ from . import __version__, packfile
 
 PROG = "pagetrace launch"
 DEFAULT_MAX_AGE = "30d"
-# Where the device does not say what a request costs (a rotational disk
-# with no throttle): the bytes a 150 MB/s disk transfers in the 6.7 ms of
-# one short seek (docs/replay.md, the hdd-150 profile), about 1 MiB.
-ROTATIONAL_GAP_BYTES = 1 << 20
-MIN_GAP_BYTES, MAX_GAP_BYTES = 64 << 10, 4 << 20
+# A disk that seeks and has no throttle that says what a request costs is
+# planned as the hdd-150 profile (docs/replay.md): a short seek costs
+# 6.7 ms, in which a 150 MB/s disk transfers 1 MB.
+SEEKING_DISK = (150, 150_000_000)
+# Gaps (pages) a sorted prefetch may fill, largest requests (pages) it may
+# issue (replay --max-request).
+GAP_CANDIDATES = (0, 4, 16, 64, 128, 256, 512, 1024, 2048)
+REQUEST_CANDIDATES = (256, 512, 1024, 2048)
 MODES = ("auto", "concurrent", "sorted", "none")
 # A request costing this much (a seek) makes the device one where the
 # order of reads matters; flash and a host-cached virtio disk answer a
@@ -233,45 +236,69 @@ def _limits_in(directory, version, disk, limits):
 
 
 def device_mode(devices, measured=None):
-    """("concurrent" or "sorted", why, gap bytes to fill in sorted mode)
-    for the devices (MAJ:MIN) of the files to prefetch: sorted when one of
-    their disks is capped in read requests per second (blk-throttle on
-    this process's cgroup), or a random read of it took SEEK_US or more
-    when the pack was made (`measured`, the pack's request-us), or, not
-    measured, it says it is rotational."""
-    gap, reasons, measured = 0, [], measured or {}
+    """("concurrent" or "sorted", why, (riops, rbps) to plan a sorted
+    prefetch for) for the devices (MAJ:MIN) of the files to prefetch:
+    sorted when one of their disks is capped in read requests per second
+    (blk-throttle on this process's cgroup: the cap), or a random read of
+    it took SEEK_US or more when the pack was made (`measured`, the pack's
+    request-us), or, not measured, it says it is rotational (both planned
+    as SEEKING_DISK)."""
+    cap, reasons, measured = None, [], measured or {}
     for dev in sorted(devices):
         disk = _disk(dev)
         riops, rbps = cgroup_read_limits(disk)
         if riops:
-            per_request = (rbps or 0) // riops or ROTATIONAL_GAP_BYTES
-            gap = max(gap, min(MAX_GAP_BYTES, max(MIN_GAP_BYTES, per_request)))
+            if cap is None or riops < cap[0]:
+                cap = (riops, rbps)
             reasons.append(f"{disk}: blk-throttle caps reads at {riops}/s")
         elif dev in measured:
             if measured[dev] >= SEEK_US:
-                gap = max(gap, ROTATIONAL_GAP_BYTES)
                 reasons.append(f"{dev}: a random read took {measured[dev]} us")
         elif _sys_int(f"/sys/dev/block/{disk}/queue/rotational") == 1:
-            gap = max(gap, ROTATIONAL_GAP_BYTES)
             reasons.append(f"{disk}: rotational")
     if reasons:
-        return "sorted", "; ".join(reasons), gap
+        return "sorted", "; ".join(reasons), cap or SEEKING_DISK
     return "concurrent", "requests are cheap (" + ", ".join(
         f"{d}: {measured[d]} us a random read" if d in measured else f"{d}: not rotational"
-        for d in sorted(devices)) + "; no read-IOPS cap)", 0
+        for d in sorted(devices)) + "; no read-IOPS cap)", None
+
+
+def sorted_plan(pack, keep, riops, rbps):
+    """(gap pages to fill, largest request in pages) that make the sorted
+    prefetch cheapest where each request costs 1/riops s and each byte
+    1/rbps s (blk-throttle charges both): filling a gap between two ranges
+    saves a request and costs its bytes; larger requests save requests.
+    Estimated from the gaps between the ranges of each file, without
+    building every plan: requests ~ ranges + pages / largest request."""
+    base = plan_ranges(pack, keep, 0, merge=True)
+    gaps = sorted(page - (base[i - 1][1] + base[i - 1][2])
+                  for i, (path, page, _) in enumerate(base)
+                  if i and base[i - 1][0] == path)
+    pages0 = sum(r[2] for r in base)
+    best = None
+    for gap in GAP_CANDIDATES:
+        filled = [g for g in gaps if g <= gap]
+        ranges, pages = len(base) - len(filled), pages0 + sum(filled)
+        for largest in REQUEST_CANDIDATES:
+            requests = ranges + pages // largest
+            cost = max(requests / riops, pages * pack.page_size / rbps if rbps else 0)
+            if best is None or cost < best[0]:
+                best = (cost, gap, largest)
+    return best[1], best[2]
 
 
 # ---------------------------------------------------------------------------
 # The list replay reads: a trace of format version 1 (docs/trace-format.md).
 
-def plan_ranges(pack, keep, gap_pages=0):
+def plan_ranges(pack, keep, gap_pages=0, merge=False):
     """[(path, first page, pages)] of the kept files: in pack (first-access)
-    order; with gap_pages, per file in page order, with the gaps of at most
-    gap_pages between ranges filled (disk order is replay --sorted's)."""
+    order; with gap_pages (or merge), per file in page order, ranges that
+    touch or overlap merged and the gaps of at most gap_pages between
+    them filled (disk order is replay --sorted's)."""
     kept = set(keep)
     ranges = [(pack.files[r.file].path, r.page, r.pages, pack.files[r.file].size)
               for r in pack.ranges if r.file in kept]
-    if not gap_pages:
+    if not gap_pages and not merge:
         return [r[:3] for r in ranges]
     filled = []
     for path, page, pages, _ in sorted(ranges):
@@ -336,10 +363,11 @@ def start_concurrent(replay, data, source, keep, window, skipped=None):
     os.waitpid(child, 0)
 
 
-def run_sorted(replay, fd):
+def run_sorted(replay, fd, max_request):
     """replay --sorted --prefetch before CMD; None, or why it failed."""
     import subprocess
     done = subprocess.run([replay, "--sorted", "--prefetch", "-q",
+                           f"--max-request={max_request}",
                            f"/proc/self/fd/{fd}"], pass_fds=(fd,),
                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                           stderr=subprocess.PIPE)
@@ -473,11 +501,11 @@ def prepare(args, command, started):
         return unusable(f"{packfile.escape(path)}: the pack is {age / 86400:.1f} "
                         f"days old, older than --max-age {args.max_age / 86400:g} "
                         "days: record it again (pagetrace pack, or --refine)")
-    mode = args.mode
+    mode, cap = args.mode, None
     keep, skipped = check_files(pack)
     if keep and mode in ("auto", "concurrent", "sorted"):
         devices = {pack.files[i].dev for i in keep}
-        chosen, why, gap = device_mode(devices, pack.request_us)
+        chosen, why, cap = device_mode(devices, pack.request_us)
         if mode == "auto":
             mode = chosen
         report["device"] = why
@@ -506,9 +534,14 @@ def prepare(args, command, started):
                          skipped if verify else None)
     else:
         pack = packfile.parse_bytes(data, path)
-        ranges = plan_ranges(pack, keep, gap // pack.page_size)
-        report["pages"] = sum(r[2] for r in ranges)
-        problem = run_sorted(replay, _memfd(list_bytes(ranges, pack.page_size)))
+        # Sorted on a device where requests are cheap (--mode sorted):
+        # exactly the pack's pages, in requests of replay's default 1 MiB.
+        gap, largest = sorted_plan(pack, keep, *cap) if cap else (0, 256)
+        ranges = plan_ranges(pack, keep, gap, merge=True)
+        report.update(pages=sum(r[2] for r in ranges), gap_pages=gap,
+                      max_request_pages=largest)
+        problem = run_sorted(replay, _memfd(list_bytes(ranges, pack.page_size)),
+                             largest * pack.page_size)
         if problem:
             say(f"warning: the prefetch failed ({problem}): starting anyway")
             report["problem"] = problem
