@@ -519,7 +519,7 @@ def test_packs_directory_one_pack_per_command(tmp_path):
 def test_sorted_plan_fills_a_gap_only_where_a_request_costs_more():
     """Pages 0-1, 4-5 and 1000 of one file: under 150 IOPS and 150 MB/s
     the 2-page gap is worth filling (a request is 6.7 ms, 8 KiB 0.05 ms),
-    the 994-page one is not (4 MB: 27 ms); with bytes almost free, both."""
+    the 994-page one is not (4 MB: 27 ms)."""
     from pagetrace import launch
     pack = packfile.Pack(1, 4096, 0, "x", 1, 0,
                          [packfile.PackFile("/f", "1:1", 1, 8 << 20, 1, 0)],
@@ -527,5 +527,6 @@ def test_sorted_plan_fills_a_gap_only_where_a_request_costs_more():
                           packfile.PackRange(0, 1000, 1, 2)])
     assert launch.sorted_plan(pack, [0], 150, 150_000_000) == (4, 256)
     assert launch.plan_ranges(pack, [0], 4, merge=True) == [("/f", 0, 6), ("/f", 1000, 1)]
-    # One range of 1,001 pages: one request of up to 1,024 pages.
-    assert launch.sorted_plan(pack, [0], 3000, 10 ** 12) == (1024, 1024)
+    # With bytes almost free, filling the 994-page gap too would make one
+    # range of 1,001 pages, 4 requests of 1 MiB: more than the 2 of gap 4.
+    assert launch.sorted_plan(pack, [0], 3000, 10 ** 12) == (4, 256)
