@@ -45,6 +45,9 @@ SEEKING_DISK = (150, 150_000_000)
 GAP_CANDIDATES = (0, 4, 16, 64, 128, 256, 512, 1024, 2048)
 REQUEST_CANDIDATES = (256,)
 MODES = ("auto", "concurrent", "sorted", "none")
+# A sorted prefetch must be estimated at most this share of the start's
+# own cold reads to be worth paying before the start (worth_it).
+WORTH_IT = 0.5
 # A request costing this much (a seek) makes the device one where the
 # order of reads matters; flash and a host-cached virtio disk answer a
 # random 4 KiB read in 0.05-0.5 ms.
@@ -288,6 +291,26 @@ def sorted_plan(pack, keep, riops, rbps):
             if best is None or cost < best[0]:
                 best = (cost, gap, largest)
     return best[1], best[2]
+
+
+def plan_cost(pack, keep, gap, largest, riops, rbps):
+    """(estimated seconds, requests, pages) of reading the kept files'
+    ranges with gaps of up to `gap` pages filled, in requests of up to
+    `largest` pages, under riops and rbps."""
+    ranges = plan_ranges(pack, keep, gap, merge=True)
+    requests = sum(-(-r[2] // largest) for r in ranges)
+    pages = sum(r[2] for r in ranges)
+    return (max(requests / riops, pages * pack.page_size / rbps if rbps else 0),
+            requests, pages)
+
+
+def cold_cost(pack, keep, riops, rbps, read_ahead_pages):
+    """A model of what the start's own reads of the same pages cost cold:
+    each used range read with the readahead window around it (ranges
+    within a window of each other read together), in reads of at most
+    1 MiB as the kernel issues them."""
+    window = max(1, read_ahead_pages)
+    return plan_cost(pack, keep, window, min(window, 256), riops, rbps)[0]
 
 
 # ---------------------------------------------------------------------------
@@ -540,6 +563,11 @@ def prepare(args, command, started):
         # Sorted on a device where requests are cheap (--mode sorted):
         # exactly the pack's pages, in requests of replay's default 1 MiB.
         gap, largest = sorted_plan(pack, keep, *cap) if cap else (0, 256)
+        if cap and args.mode == "auto" and not worth_it(pack, keep, gap, largest, cap, report):
+            if not args.quiet:
+                say(f"no prefetch: {report['skipped_because']}")
+            report["launch_s"] = time.perf_counter() - started
+            return report
         ranges = plan_ranges(pack, keep, gap, merge=True)
         report.update(pages=sum(r[2] for r in ranges), gap_pages=gap,
                       max_request_pages=largest)
@@ -551,6 +579,30 @@ def prepare(args, command, started):
     report["launch_s"] = time.perf_counter() - started
     report["pack_data"] = pack
     return report
+
+
+def worth_it(pack, keep, gap, largest, cap, report):
+    """Whether the sorted prefetch, paid before the start, is estimated at
+    most WORTH_IT of what the start's own reads cost cold (cold_cost with
+    the disk's read_ahead_kb). Paid before the start it adds to it, while
+    a cold start's reads overlap its computing; measured (2026-11-25, two
+    applications under cloud-3000 and hdd-150) the prefetch took 1.0-1.3x
+    its estimate, and paid off at 0.27 of the cold estimate (firefox-esr,
+    cloud-3000: 56% of the I/O cost recovered), not at 0.83-0.96 (both
+    under hdd-150: slower than no prefetch)."""
+    dev = pack.files[keep[0]].dev
+    read_ahead = _sys_int(f"/sys/dev/block/{_disk(dev)}/queue/read_ahead_kb") or 0
+    estimate, requests, pages = plan_cost(pack, keep, gap, largest, *cap)
+    cold = cold_cost(pack, keep, *cap, read_ahead * 1024 // pack.page_size)
+    report.update(estimate_s=round(estimate, 3), cold_estimate_s=round(cold, 3))
+    if estimate <= WORTH_IT * cold:
+        return True
+    report["mode"] = "none"
+    report["skipped_because"] = (
+        f"the sorted prefetch ({requests:,} reads, {pages * pack.page_size / 2**20:.1f} MiB, "
+        f"about {estimate:.1f} s before the start) would cost more than {WORTH_IT:g} of "
+        f"the start's own cold reads (about {cold:.1f} s) on this device")
+    return False
 
 
 def _verify_content(pack, keep, skipped):
