@@ -89,6 +89,9 @@ install: all
 		install -d $(DESTDIR)$(PREFIX)/share/pagetrace/$$d && \
 		install -m 0644 analysis/$$d/*.py $(DESTDIR)$(PREFIX)/share/pagetrace/$$d/ || exit 1; done
 	install -m 0644 analysis/pagetrace/VERSION analysis/pagetrace/device-profiles.tsv $(DESTDIR)$(PREFIX)/share/pagetrace/pagetrace/
+	install -d $(DESTDIR)$(PREFIX)/share/pagetrace/examples
+	sed 's|@BINDIR@|$(PREFIX)/bin|' docs/examples/pagetrace-launch-example.service \
+		> $(DESTDIR)$(PREFIX)/share/pagetrace/examples/pagetrace-launch-example.service
 
 clean:
 	for d in $(SUBDIRS); do $(MAKE) -C $$d clean; done

@@ -21,16 +21,16 @@ from pathlib import Path as _Path
 __version__ = (_Path(__file__).with_name("VERSION").read_text(encoding="ascii")
                .strip())
 
-# Names of the core, imported now (standard library only).
-from pagetrace.core.tracefile import (  # noqa: E402
-    MalformedTraceError, TraceError, TraceWarning, UnsupportedVersionError)
-
 from pagetrace import old_paths as _old_paths  # noqa: E402
 
 _old_paths.install()
 
-# name -> module holding it, imported on first use (they need pandas).
+# name -> module holding it, imported on first use: the DataFrame readers
+# need pandas, and the trace reader's names are imported only when used so
+# that `pagetrace launch` starts without loading it (it costs ~15 ms).
 _LAZY = {
+    "MalformedTraceError": "core.tracefile", "TraceError": "core.tracefile",
+    "TraceWarning": "core.tracefile", "UnsupportedVersionError": "core.tracefile",
     "expected_json": "analysis.trace_frame",
     "parse_trace_bytes": "analysis.trace_frame",
     "read_trace": "analysis.trace_frame",
@@ -39,9 +39,7 @@ _LAZY = {
     "read_startup_runs": "analysis.formats",
 }
 
-__all__ = ["MalformedTraceError", "TraceError", "TraceWarning",
-           "UnsupportedVersionError",
-           *_LAZY]
+__all__ = [*_LAZY]
 
 
 def __getattr__(name):

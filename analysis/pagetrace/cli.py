@@ -96,7 +96,16 @@ def add_compare(p):
 
 
 def add_export(p):
-    p.add_argument("trace", help=TRACE_HELP)
+    p.add_argument("trace", help=TRACE_HELP + "; with --format, a pack "
+                   "(pagetrace pack)")
+    p.add_argument("--format", choices=("nydus-prefetch", "file-list"),
+                   help="write the pack's list: Nydus's prefetch JSON (path "
+                   "and byte ranges) or one path a line (docs/pack-format.md)")
+    p.add_argument("-o", "--output", help="with --format: the file "
+                   "(default: stdout)")
+    p.add_argument("--root", metavar="DIR", help="with --format: the image's "
+                   "root was DIR when the pack was recorded; paths relative "
+                   "to it, files outside it left out")
     p.add_argument("--fio", help="write fio iolog v3 here")
     p.add_argument("--csv", help="write the records as CSV here")
     p.add_argument("--parquet", help="write the records as Parquet here")
@@ -197,8 +206,11 @@ VERBS = {
       --label-b "read_ahead_kb 8192" --startup-a ra128.csv \\
       --startup-b ra8192.csv -o compare/
   pagetrace compare before.log after.log -o compare/""")),
-    "export": Verb("fio iolog v3, CSV or Parquet", add_export,
-                   {"memory": commands.export_memory}),
+    "export": Verb("fio iolog v3, CSV or Parquet; a pack's list for image builders",
+                   add_export, {"memory": commands.export_memory},
+                   parser_options=_examples("""  pagetrace export reads.log --fio reads.iolog
+  pagetrace export app.pack --format nydus-prefetch -o prefetch.json
+  pagetrace export app.pack --format file-list --root /var/lib/rootfs""")),
     "merge": Verb("union of several runs' traces, or their consensus",
                   add_merge,
                   {"memory": commands.merge_memory,
@@ -272,7 +284,10 @@ EXAMPLES = """examples:
   pagetrace diff before.log after.log
   pagetrace compare before.log after.log --startup-a before.csv \\
       --startup-b after.csv -o compare/
-  pagetrace waste --top 20 used.log      # a trace of trace --used"""
+  pagetrace waste --top 20 used.log      # a trace of trace --used
+  sudo pagetrace pack -o app.pack -- ./app          # record a prefetch pack
+  pagetrace launch app.pack -- ./app                # prefetch it and start
+  pagetrace export app.pack --format nydus-prefetch -o prefetch.json"""
 
 
 def build_parser():

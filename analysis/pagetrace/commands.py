@@ -202,9 +202,12 @@ def compare_memory(args):
 
 
 def export_memory(args):
+    if args.format:
+        return export_pack_list(args)
     frame = _read(args.trace)
     if not (args.fio or args.csv or args.parquet):
-        raise SystemExit("pagetrace export: give --fio, --csv or --parquet")
+        raise SystemExit("pagetrace export: give --fio, --csv, --parquet "
+                         "or, for a pack, --format")
     if args.fio:
         with open(args.fio, "w", encoding="utf-8",
                   errors="surrogateescape") as out:
@@ -214,6 +217,26 @@ def export_memory(args):
             export.write_csv(frame, out)
     if args.parquet:
         export.write_parquet(frame, args.parquet)
+    return 0
+
+
+def export_pack_list(args):
+    """export PACK --format nydus-prefetch|file-list (tools/packexport.py)."""
+    from pagetrace.core import packfile
+    from pagetrace.tools import packexport
+    try:
+        pack = packfile.read(args.trace)
+    except packfile.PackError as err:
+        complain(f"export: {err}")
+        return 1
+    out = open(args.output, "w", encoding="utf-8", errors="surrogateescape") \
+        if args.output else sys.stdout
+    try:
+        packexport.write(pack, args.format, out, args.root,
+                         warn=lambda m: complain(f"export: {m}"))
+    finally:
+        if out is not sys.stdout:
+            out.close()
     return 0
 
 

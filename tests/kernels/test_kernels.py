@@ -359,11 +359,9 @@ def check_record(results, tool, name):
 # test is an expected failure (XFAIL, never a pass; an XPASS is reported as
 # such), and docs/kernels.md says "known bug" with the check's own error.
 KNOWN_BUGS = {
-    (kernel, tool, "cache_mmap_touches"): (
-        "a fault that fault-around serves by mapping a PMD-sized page-cache folio "
-        "(filemap_map_pmd) fires neither filemap:mm_filemap_map_pages nor "
-        "mm_filemap_fault, so its access is not seen (docs/tracer.md, BUGS in trace(8))")
-    for kernel in ("7.3",) for tool in ("used", "cachetop")
+    # None now. (7.3's warm mmap touches served by a PMD-sized folio, which
+    # fire no filemap: event, were one until page_access.bpf.h's
+    # resolve_silent_fault().)
 }
 
 

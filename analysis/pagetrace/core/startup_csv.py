@@ -15,7 +15,12 @@ from pagetrace.core import stats
 
 # Cache states, coldest first: the order runs are made and shown in.
 STATES = ("cold", "selective", "hot", "prefetched", "prefetched-used",
-          "concurrent", "prefetched-merged", "concurrent-merged", "simulated")
+          "concurrent", "prefetched-merged", "concurrent-merged", "launched",
+          "launched-stale", "simulated")
+# `pagetrace launch --pack` starts the command: the prefetch is timed in
+# the start (total_s is elapsed_s). launched-stale: the same pack with
+# every file's inode changed, as after an upgrade replaced every file.
+LAUNCH_STATES = ("launched", "launched-stale")
 # The states that prefetch only the pages a start-up used: they need a
 # trace with access records (trace --used). The merged ones prefetch the
 # merged list (several used traces, varying regions filled, preloads).
@@ -26,7 +31,8 @@ MERGED_STATES = ("prefetched-merged", "concurrent-merged")
 BESIDE_STATES = ("concurrent", "concurrent-merged")
 # The states that prefetch, each against the selectively cold start.
 PREFETCH_STATES = ("prefetched", "prefetched-used", "concurrent",
-                   "prefetched-merged", "concurrent-merged")
+                   "prefetched-merged", "concurrent-merged", "launched",
+                   "launched-stale")
 CSV_COLUMNS = ("run", "state", "iteration", "status", "elapsed_s",
                "prefetch_s", "total_s", "cold_fraction", "throttle")
 # Files written before --throttle have no throttle column; read alike.

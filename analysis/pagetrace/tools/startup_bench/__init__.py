@@ -23,6 +23,12 @@ USED_PAGES is compiled once per session from a `trace --used` trace (the
 first --used-trace), MERGED_PAGES from every --used-trace, the pages
 between those that vary from run to run filled in (--fill-varying) and
 the program's own preloads added (--merged-preloads): used_pages.
+  launched    selective, then `pagetrace launch PACK -- CMD` (--pack): what
+              users deploy, the mode chosen by the launch; timed from the
+              launch's start
+  launched-stale
+              as launched, with a copy of PACK in which every file's inode
+              is one no file has: every file stale, nothing prefetched
   simulated   selective, then `replay TRACE` (O_DIRECT, original order),
               then warm the files and run: "simulated I/O + hot start",
               the 2011 check against a real (selectively) cold start

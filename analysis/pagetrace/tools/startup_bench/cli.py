@@ -5,7 +5,7 @@ import sys
 
 from pagetrace import __version__
 from pagetrace.tools import diskemu, throttle
-from pagetrace.core import tracefile
+from pagetrace.core import packfile, tracefile
 from pagetrace.core.startup_csv import STATES
 from pagetrace.tools.startup_bench import supervise
 from pagetrace.tools.startup_bench.session import bench, bench_on_emulated_disk
@@ -91,6 +91,10 @@ def build_parser(prog=supervise.PROG):
                         "for several runs of the start-up: the merged states "
                         "prefetch the union of their used pages, the used "
                         "states those of the first")
+    parser.add_argument("--pack", metavar="PACK",
+                        help="the pack (pagetrace pack) that the launched "
+                        "states start the command through with pagetrace "
+                        "launch")
     parser.add_argument("--fill-varying", metavar="PAGES", type=int, default=256,
                         help="merged list: also the pages between two pages "
                         "used in some --used-trace runs but not in all, when "
@@ -191,7 +195,7 @@ def main(argv=None, prog=supervise.PROG):
     except throttle.ThrottleError as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 1
-    except (tracefile.TraceError, NothingToDo) as exc:
+    except (tracefile.TraceError, packfile.PackError, NothingToDo) as exc:
         print(f"{prog}: {exc}", file=sys.stderr)
         return 1
     except BenchError as exc:

@@ -9,13 +9,14 @@ import tempfile
 from pagetrace.tools import diskemu, pagecache as cache, throttle
 from pagetrace.core import tracefile
 from pagetrace.core.escape import display_path
-from pagetrace.core.startup_csv import (BESIDE_STATES, MERGED_STATES, STATES,
+from pagetrace.core.startup_csv import (BESIDE_STATES, LAUNCH_STATES, MERGED_STATES, STATES,
                                         USED_STATES, Run, best_prefetch_state,
                                         comparisons, prefetch_gains, summarize)
 from pagetrace.tools.startup_bench.output import (RunWriter, _fmt,
                                                   print_summary, read_runs_csv)
 from pagetrace.tools.startup_bench.states import (CacheStates, find_replay,
-                                                  prepare_and_run, refusals)
+                                                  prepare_and_run, refusals,
+                                                  stale_copy)
 from pagetrace.tools.startup_bench.supervise import (GOVERNOR, progress,
                                                      NothingToDo,
                                                      ReadinessWatch,
@@ -59,10 +60,11 @@ def run_session(args, command, pagecache):
         # is at hand (--used-trace given, or --trace has them); the merged
         # ones only when asked for.
         args.states = [s for s in STATES if s not in MERGED_STATES and (
-            s not in USED_STATES or used or args.used_trace)]
+            s not in USED_STATES or used or args.used_trace)
+            and (s not in LAUNCH_STATES or args.pack)]
     states = args.states
     replay = find_replay(args.replay)
-    refused = refusals(states, replay, args.replay, used_refusal)
+    refused = refusals(states, replay, args.replay, used_refusal, args.pack)
     for state, reason in refused.items():
         progress(f"state {state} refused: {reason}")
     active = [s for s in states if s not in refused]
@@ -90,6 +92,12 @@ def run_session(args, command, pagecache):
                          prefetch_limit_s=max(60.0, args.timeout),
                          merged_trace_path=merged_list,
                          window=args.prefetch_window)
+    if args.pack and any(s in LAUNCH_STATES for s in active):
+        caches.pack, caches.command = os.path.abspath(args.pack), command
+        if "launched-stale" in active:
+            args.stale_scratch = tempfile.TemporaryDirectory(prefix="startup-bench-")
+            os.chmod(args.stale_scratch.name, 0o755)
+            caches.stale_pack = stale_copy(args.pack, args.stale_scratch.name)
     run_as = invoking_user()
     watch = ReadinessWatch(args.ready_regex, args.ready_file)
     governor = governor_note()
@@ -128,8 +136,9 @@ def run_states(args, command, active, caches, run_as, watch, governor):
         for iteration in range(args.n):
             for state in active:
                 fields, detail = prepare_and_run(
-                    state, caches, lambda s, start=None: run_once(
-                        command, args.timeout, watch, run_as, start, caches.spawning))
+                    state, caches, lambda s, start=None, argv=None: run_once(
+                        argv or command, args.timeout, watch, run_as, start,
+                        caches.spawning))
                 run = Run(len(runs), state, iteration, *fields,
                           throttle=throttle.label(args.limits))
                 runs.append(run)

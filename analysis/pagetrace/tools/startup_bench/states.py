@@ -2,13 +2,16 @@
 simulated): what each refuses, how each is prepared, and the run in it."""
 import contextlib
 import os
+import shutil
 import subprocess
+import sys
 import threading
 import time
 
-from pagetrace.core.c_tools import find_c_tool
+from pagetrace.core import packfile
+from pagetrace.core.c_tools import TREE_TOP, find_c_tool
 from pagetrace.core.escape import display_path
-from pagetrace.core.startup_csv import (BESIDE_STATES, MERGED_STATES,
+from pagetrace.core.startup_csv import (BESIDE_STATES, LAUNCH_STATES, MERGED_STATES,
                                         USED_STATES)
 from pagetrace.tools.startup_bench.supervise import (DROP_CACHES, BenchError,
                                                      progress)
@@ -16,6 +19,27 @@ from pagetrace.tools.startup_bench.supervise import (DROP_CACHES, BenchError,
 
 # ---------------------------------------------------------------------------
 # Cache states.
+
+def find_launcher():
+    """The `pagetrace` front door: scripts/pagetrace of the source tree,
+    else the one installed beside this script, else on PATH."""
+    for candidate in (os.path.join(TREE_TOP, "scripts", "pagetrace"),
+                      os.path.join(os.path.dirname(os.path.realpath(
+                          sys.argv[0] or ".")), "pagetrace")):
+        if os.path.isfile(candidate):
+            return candidate
+    return shutil.which("pagetrace") or "pagetrace"
+
+
+def stale_copy(pack_path, directory):
+    """A copy of the pack in which every file's inode is one no file has
+    (launched-stale): a pack whose files were all replaced."""
+    pack = packfile.read(pack_path)
+    files = [f._replace(ino=f.ino + (1 << 40)) for f in pack.files]
+    path = os.path.join(directory, "stale.pack")
+    packfile.write(pack._replace(files=files), path)
+    return path
+
 
 def find_replay(explicit):
     """The replayer: --replay, else replay/replay of the source tree, else
@@ -25,10 +49,13 @@ def find_replay(explicit):
     return find_c_tool("replay")
 
 
-def refusals(states, replay, explicit_replay, used_refusal=None):
+def refusals(states, replay, explicit_replay, used_refusal=None, pack=None):
     """{state: reason} for the states that cannot run here; used_refusal
     is why no trace with access records is at hand (used_trace)."""
     refused = {}
+    for state in LAUNCH_STATES:
+        if state in states and not pack:
+            refused[state] = "needs a pack: give --pack PACK (pagetrace pack)"
     if "cold" in states:
         reason = _cold_refusal()
         if reason:
@@ -92,9 +119,22 @@ class CacheStates:
         # start in the throttled cgroup; the preparation here does not.
         self.spawning = contextlib.nullcontext
         self.method = pagecache.choose_method()[0]
+        # launched: set by run_session with --pack.
+        self.pack = self.stale_pack = None
+        self.command = []
         self.warned_resident = set()
         self.warned_unmeasured = False
         self.warned_unverified = False
+
+    def launch_argv(self, state):
+        """`pagetrace launch` of the pack before the command (launched),
+        or of its stale copy (launched-stale)."""
+        pack = self.stale_pack if state == "launched-stale" else self.pack
+        # -I -S: the launch needs the standard library only, and the
+        # site-packages' .pth files cost tens of ms before the prefetch.
+        return [sys.executable, "-I", "-S", find_launcher(), "launch", "-q",
+                *(["--replay", self.replay] if self.replay else []), pack, "--",
+                *self.command]
 
     def evict(self):
         results, _ = self.pagecache.evict_files(self.paths, self.method)
@@ -179,6 +219,10 @@ def prepare_and_run(state, caches, bench):
     listed = caches.merged_trace_path if merged else caches.used_trace_path
     if state in BESIDE_STATES:
         return run_concurrent(state, listed, caches, bench, cold_fraction)
+    if state in LAUNCH_STATES:
+        outcome = bench(state, None, caches.launch_argv(state))
+        return ((outcome.status, outcome.elapsed_s, None, outcome.elapsed_s,
+                 cold_fraction), outcome.detail)
     if state == "prefetched":
         prefetch_s, error = caches.run_replay("--sorted", "--prefetch")
     elif state in ("prefetched-used", "prefetched-merged"):

@@ -49,10 +49,10 @@ def used_pages(traces, directory, name="used-pages.log", fill=0,
     read_ahead_kb, whose preloads read more), at the time of the first
     preload of the same file in the traces, which keep the list's clock.
     Returns (path, number of pages)."""
-    first = _first_accesses(traces)
+    first = first_accesses(traces)
     added = {}
     if fill > 0 and len(traces) > 1:
-        added.update(_fill_varying(traces, first, fill))
+        added.update(fill_varying(traces, first, fill))
     if preloads:
         own = _preloads(traces)
         since = {}
@@ -82,7 +82,7 @@ def _trace_start(trace):
     return min((r.ts_us for r in trace.records), default=0)
 
 
-def _first_accesses(traces):
+def first_accesses(traces):
     """{(path, offset): (us since its trace's start, trace, record, 0)} of
     the read pages with an access or map record, the earliest over the
     traces; the last field orders the pages filled in after one."""
@@ -99,11 +99,11 @@ def _first_accesses(traces):
     return first
 
 
-def _fill_varying(traces, first, fill):
+def fill_varying(traces, first, fill):
     """The pages between two varying pages (in the list from some traces,
     not from all) of a file at most `fill` pages apart, not listed yet,
     each placed right after the lower varying page, in file order."""
-    used = [set(_first_accesses([t])) for t in traces]
+    used = [set(first_accesses([t])) for t in traces]
     varying = {}
     for path, offset in set.union(*used) - set.intersection(*used):
         varying.setdefault(path, []).append(offset)

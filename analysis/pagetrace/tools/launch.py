@@ -1,0 +1,538 @@
+"""`pagetrace launch PACK -- CMD`: prefetch the pages of a pack
+(docs/pack-format.md) and start CMD; the exit status is CMD's (CMD
+replaces this process, or with --refine its status is passed on).
+
+1. Each file of the pack is checked against the file on disk: device,
+   inode, size and mtime with one stat(); where the prefetch is concurrent,
+   the CRC-32 of its first 4 KiB too. A file that is missing, replaced (a
+   new inode, another device) or changed is not prefetched; the skipped
+   files are named on one line.
+2. The mode comes from the devices of the files left
+   (`device_mode`): where a request is cheap (not rotational, no
+   blk-throttle read-IOPS limit on this process's cgroup), `replay
+   --prefetch` runs beside CMD in first-access order, as Android's iorap
+   did; where seeks or a request cap dominate, `replay --sorted --prefetch`
+   reads the list in disk order before CMD starts, with the gaps between
+   ranges up to what one request costs filled so that it reads in few
+   requests (docs/case-study-firefox.md, "Slow storage": at 150 IOPS the
+   first-access-order prefetch made firefox 8.5x slower).
+3. When nothing is left to prefetch, CMD is started at once.
+
+The reads themselves are replay's (`replay --prefetch`: readahead(2) of
+each grouped request not cached yet, FIEMAP order with --sorted); this
+module only decides what and how. Standard library only: it runs on the
+system Python, from a systemd unit or under sudo.
+"""
+import argparse
+import os
+import shutil
+import sys
+import time
+
+from pagetrace import __version__
+from pagetrace.core import packfile
+from pagetrace.tools.launch_files import (PROG, LaunchError, check_files, content_changed,
+                                          say, skipped_line)
+
+DEFAULT_MAX_AGE = "30d"
+# A disk that seeks and has no throttle that says what a request costs is
+# planned as the hdd-150 profile (docs/replay.md): a short seek costs
+# 6.7 ms, in which a 150 MB/s disk transfers 1 MB.
+SEEKING_DISK = (150, 150_000_000)
+# Gaps (pages) a sorted prefetch may fill, largest requests (pages) it may
+# issue (replay --max-request). Requests stay at 1 MiB: the kernel splits
+# a larger readahead(2) into reads of its own, and blk-throttle charges
+# each (measured: 219 requests of up to 8 MiB, 135 MiB, were 463 reads
+# under riops=150, 2.96 s; 2026-11-25).
+GAP_CANDIDATES = (0, 4, 16, 64, 128, 256, 512, 1024, 2048)
+REQUEST_CANDIDATES = (256,)
+MODES = ("auto", "concurrent", "sorted", "none")
+# A sorted prefetch must be estimated at most this share of the start's
+# own cold reads to be worth paying before the start (worth_it).
+WORTH_IT = 0.5
+# A request costing this much (a seek) makes the device one where the
+# order of reads matters; flash and a host-cached virtio disk answer a
+# random 4 KiB read in 0.05-0.5 ms.
+SEEK_US = 2000
+
+
+# ---------------------------------------------------------------------------
+# 2. The device: what a request costs.
+
+def _sys_int(path):
+    try:
+        with open(path) as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _disk(dev):
+    from pagetrace.tools import throttle
+    major, _, minor = dev.partition(":")
+    try:
+        return throttle.dev_text(throttle.whole_disk(
+            os.makedev(int(major), int(minor))))
+    except (throttle.ThrottleError, OSError, ValueError):
+        return dev
+
+
+def cgroup_read_limits(disk, proc_cgroup="/proc/self/cgroup"):
+    """(riops, rbps) blk-throttle puts on this process's reads of `disk`
+    (MAJ:MIN), from its cgroup and every ancestor (the smallest wins),
+    None for no limit; (None, None) when there is no blk-throttle."""
+    from pagetrace.tools import throttle
+    try:
+        hierarchy = _usual_hierarchy() or throttle.find_hierarchy()
+        with open(proc_cgroup) as f:
+            lines = f.read().splitlines()
+    except (throttle.ThrottleError, OSError):
+        return None, None
+    path = None
+    for line in lines:
+        _, controllers, where = line.split(":", 2)
+        if (controllers == "" if hierarchy.version == 2
+                else "blkio" in controllers.split(",")):
+            path = where
+    if path is None:
+        return None, None
+    if hierarchy.root != "/" and path.startswith(hierarchy.root):
+        path = path[len(hierarchy.root):] or "/"
+    limits = {"riops": [], "rbps": []}
+    parts = [p for p in path.split("/") if p]
+    for depth in range(len(parts), -1, -1):
+        directory = os.path.join(hierarchy.point, *parts[:depth])
+        _limits_in(directory, hierarchy.version, disk, limits)
+    return (min(limits["riops"], default=None), min(limits["rbps"], default=None))
+
+
+def _usual_hierarchy():
+    """The hierarchy at its usual place, found without parsing mountinfo
+    (which costs milliseconds on a machine with many mounts); None when it
+    is elsewhere. Assumes the mount's root is the hierarchy's root, as
+    outside a container."""
+    from pagetrace.tools import throttle
+    v1 = "/sys/fs/cgroup/blkio"
+    if os.path.exists(f"{v1}/blkio.throttle.read_iops_device"):
+        return throttle.Hierarchy(1, v1, "/")
+    try:
+        with open("/sys/fs/cgroup/cgroup.controllers") as f:
+            if "io" in f.read().split():
+                return throttle.Hierarchy(2, "/sys/fs/cgroup", "/")
+    except OSError:
+        pass
+    return None
+
+
+def _limits_in(directory, version, disk, limits):
+    if version == 1:
+        for key, name in (("riops", "read_iops_device"), ("rbps", "read_bps_device")):
+            try:
+                with open(f"{directory}/blkio.throttle.{name}") as f:
+                    for line in f:
+                        dev, _, value = line.partition(" ")
+                        if dev == disk and value.strip().isdigit():
+                            limits[key].append(int(value))
+            except OSError:
+                pass
+        return
+    try:
+        with open(f"{directory}/io.max") as f:
+            for line in f:
+                fields = line.split()
+                if fields and fields[0] == disk:
+                    for field in fields[1:]:
+                        key, _, value = field.partition("=")
+                        if key in limits and value.isdigit():
+                            limits[key].append(int(value))
+    except OSError:
+        pass
+
+
+def device_mode(devices, measured=None):
+    """("concurrent" or "sorted", why, (riops, rbps) to plan a sorted
+    prefetch for) for the devices (MAJ:MIN) of the files to prefetch:
+    sorted when one of their disks is capped in read requests per second
+    (blk-throttle on this process's cgroup: the cap), or a random read of
+    it took SEEK_US or more when the pack was made (`measured`, the pack's
+    request-us), or, not measured, it says it is rotational (both planned
+    as SEEKING_DISK)."""
+    cap, reasons, measured = None, [], measured or {}
+    for dev in sorted(devices):
+        disk = _disk(dev)
+        riops, rbps = cgroup_read_limits(disk)
+        if riops:
+            if cap is None or riops < cap[0]:
+                cap = (riops, rbps)
+            reasons.append(f"{disk}: blk-throttle caps reads at {riops}/s")
+        elif dev in measured:
+            if measured[dev] >= SEEK_US:
+                reasons.append(f"{dev}: a random read took {measured[dev]} us")
+        elif _sys_int(f"/sys/dev/block/{disk}/queue/rotational") == 1:
+            reasons.append(f"{disk}: rotational")
+    if reasons:
+        return "sorted", "; ".join(reasons), cap or SEEKING_DISK
+    return "concurrent", "requests are cheap (" + ", ".join(
+        f"{d}: {measured[d]} us a random read" if d in measured else f"{d}: not rotational"
+        for d in sorted(devices)) + "; no read-IOPS cap)", None
+
+
+def sorted_plan(pack, keep, riops, rbps):
+    """(gap pages to fill, largest request in pages) that make the sorted
+    prefetch cheapest where each request costs 1/riops s and each byte
+    1/rbps s (blk-throttle charges both): filling a gap between two ranges
+    saves a request and costs its bytes; larger requests save requests.
+    Estimated from the gaps between the ranges of each file, without
+    building every plan: requests ~ ranges + pages / largest request."""
+    base = plan_ranges(pack, keep, 0, merge=True)
+    gaps = sorted(page - (base[i - 1][1] + base[i - 1][2])
+                  for i, (path, page, _) in enumerate(base)
+                  if i and base[i - 1][0] == path)
+    pages0 = sum(r[2] for r in base)
+    best = None
+    for gap in GAP_CANDIDATES:
+        filled = [g for g in gaps if g <= gap]
+        ranges, pages = len(base) - len(filled), pages0 + sum(filled)
+        for largest in REQUEST_CANDIDATES:
+            requests = ranges + pages // largest
+            cost = max(requests / riops, pages * pack.page_size / rbps if rbps else 0)
+            if best is None or cost < best[0]:
+                best = (cost, gap, largest)
+    return best[1], best[2]
+
+
+def plan_cost(pack, keep, gap, largest, riops, rbps):
+    """(estimated seconds, requests, pages) of reading the kept files'
+    ranges with gaps of up to `gap` pages filled, in requests of up to
+    `largest` pages, under riops and rbps."""
+    ranges = plan_ranges(pack, keep, gap, merge=True)
+    requests = sum(-(-r[2] // largest) for r in ranges)
+    pages = sum(r[2] for r in ranges)
+    return (max(requests / riops, pages * pack.page_size / rbps if rbps else 0),
+            requests, pages)
+
+
+def cold_cost(pack, keep, riops, rbps, read_ahead_pages):
+    """A model of what the start's own reads of the same pages cost cold:
+    each used range read with the readahead window around it (ranges
+    within a window of each other read together), in reads of at most
+    1 MiB as the kernel issues them."""
+    window = max(1, read_ahead_pages)
+    return plan_cost(pack, keep, window, min(window, 256), riops, rbps)[0]
+
+
+# ---------------------------------------------------------------------------
+# The list replay reads: a trace of format version 1 (docs/trace-format.md).
+
+def plan_ranges(pack, keep, gap_pages=0, merge=False):
+    """[(path, first page, pages)] of the kept files: in pack (first-access)
+    order; with gap_pages (or merge), per file in page order, ranges that
+    touch or overlap merged and the gaps of at most gap_pages between
+    them filled (disk order is replay --sorted's)."""
+    kept = set(keep)
+    ranges = [(pack.files[r.file].path, r.page, r.pages, pack.files[r.file].size)
+              for r in pack.ranges if r.file in kept]
+    if not gap_pages and not merge:
+        return [r[:3] for r in ranges]
+    filled = []
+    for path, page, pages, _ in sorted(ranges):
+        if filled and filled[-1][0] == path and page - (filled[-1][1] + filled[-1][2]) <= gap_pages:
+            last = filled[-1]
+            filled[-1] = (path, last[1], max(last[2], page + pages - last[1]))
+        else:
+            filled.append((path, page, pages))
+    return filled
+
+
+def list_bytes(ranges, page_size):
+    out = [f"# pagetrace-format: 1\n# page-size: {page_size}\n"
+           "# command: pagetrace launch prefetch list\n"]
+    names = {}
+    for path, page, pages in ranges:
+        name = names.get(path)
+        if name is None:
+            name = names[path] = packfile.escape(path)
+        out.extend([f"0 {name} {offset * page_size}\n"
+                    for offset in range(page, page + pages)])
+    return "".join(out).encode("utf-8", "surrogateescape")
+
+
+def _memfd(data):
+    fd = os.memfd_create("pagetrace-launch-list", 0)
+    os.write(fd, data)
+    return fd
+
+
+def find_replay(explicit=None):
+    if explicit:
+        return explicit if os.access(explicit, os.X_OK) else None
+    from pagetrace.core.c_tools import find_c_tool
+    return find_c_tool("replay")
+
+
+def start_concurrent(replay, data, source, keep, window, skipped=None):
+    """replay --prefetch beside CMD, in first-access order. The ranges are
+    parsed, the files' content checked (unless `skipped` is None; the line
+    of skipped files is said then) and the list written in a grandchild
+    (forked twice, so that the replay is nobody's zombie once CMD has
+    replaced this process), so that CMD starts without waiting for them."""
+    child = os.fork()
+    if child == 0:
+        try:
+            if os.fork() == 0:
+                pack = packfile.parse_bytes(data, source)
+                if skipped is not None:
+                    keep = _verify_content(pack, keep, skipped)
+                    if skipped:
+                        say(skipped_line(skipped, len(pack.files)))
+                if not keep:
+                    os._exit(0)
+                fd = _memfd(list_bytes(plan_ranges(pack, keep), pack.page_size))
+                os.execv(replay, [replay, "--prefetch", "-q",
+                                  *(["--window", window] if window else []),
+                                  f"/proc/self/fd/{fd}"])
+        except Exception as err:  # noqa: BLE001 - the child must not return
+            say(f"warning: the prefetch did not start: {err}")
+        os._exit(0)
+    os.waitpid(child, 0)
+
+
+def run_sorted(replay, fd, max_request):
+    """replay --sorted --prefetch before CMD; None, or why it failed."""
+    import subprocess
+    done = subprocess.run([replay, "--sorted", "--prefetch", "-q",
+                           f"--max-request={max_request}",
+                           f"/proc/self/fd/{fd}"], pass_fds=(fd,),
+                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                          stderr=subprocess.PIPE)
+    os.close(fd)
+    if done.returncode != 0:
+        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
+        return f"replay exited with status {done.returncode}" + (
+            f": {lines[-1]}" if lines else "")
+    return None
+
+
+# ---------------------------------------------------------------------------
+# The command line.
+
+EXAMPLES = """\
+examples:
+  pagetrace launch firefox.pack -- firefox-esr --headless --screenshot /tmp/s.png
+  pagetrace launch firefox-esr-1a2b3c4d -- firefox-esr ...   # from the packs dir
+  sudo pagetrace launch --refine app.pack -- ./app    # prefetch, record, update
+  pagetrace launch --mode sorted --max-age 7d app.pack -- ./app
+  ExecStart=/usr/local/bin/pagetrace launch /var/lib/pagetrace/packs/d.pack -- /usr/sbin/d
+
+Nothing is written to the files; a pack that cannot be used (another
+format version, corrupt, too old, every file changed) is reported on one
+line and CMD starts without prefetch (with --strict: exit 1 instead).
+
+exit status: CMD's; 127 CMD not found; 1 with --strict when the pack
+cannot be used; 2 bad usage.
+"""
+
+
+def age_seconds(text):
+    units = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+    number, unit = (text[:-1], text[-1]) if text[-1:] in units else (text, "d")
+    if not number.isdigit():
+        raise argparse.ArgumentTypeError("a number with s, m, h or d (default d)")
+    return int(number) * units[unit]
+
+
+def build_parser(prog=PROG):
+    p = argparse.ArgumentParser(
+        prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="%(prog)s [options] PACK -- CMD [ARGS...]",
+        description="Prefetch the pages of a pack made by pagetrace pack, in "
+        "the mode the device calls for, and start CMD.", epilog=EXAMPLES)
+    p.add_argument("-V", "--version", action="version",
+                   version=f"%(prog)s (pagetrace) {__version__}")
+    p.add_argument("pack", help="the pack file, or its name in the packs "
+                   "directory ($PAGETRACE_PACKS, default /var/lib/pagetrace/packs)")
+    p.add_argument("--mode", choices=MODES, default="auto",
+                   help="auto (default): from the device; concurrent: beside "
+                   "CMD in first-access order; sorted: in disk order before "
+                   "CMD; none: check the pack, prefetch nothing")
+    p.add_argument("--verify", choices=("auto", "stat", "content"),
+                   default="auto", help="stat: device, inode, size, mtime; "
+                   "content: also the CRC-32 of each file's first 4 KiB (a "
+                   "read per file); auto (default): content when concurrent")
+    p.add_argument("--max-age", type=age_seconds, default=DEFAULT_MAX_AGE,
+                   metavar="AGE", help="a pack older than AGE (s, m, h, d; "
+                   "default 30d) is not used")
+    p.add_argument("--refine", action="store_true",
+                   help="trace this launch (trace --used, root) and add the "
+                   "pages it read itself to the pack")
+    p.add_argument("--window", metavar="SIZE",
+                   help="concurrent: at most SIZE bytes queued (replay --window)")
+    p.add_argument("--replay", metavar="PATH", help="the replayer (default: "
+                   "replay/replay of the source tree, else pagetrace-replay)")
+    p.add_argument("--report", metavar="FILE",
+                   help="write what was decided as JSON to FILE")
+    p.add_argument("--strict", action="store_true",
+                   help="exit 1 instead of starting CMD without prefetch when "
+                   "the pack cannot be used")
+    p.add_argument("-q", "--quiet", action="store_true",
+                   help="only problems on stderr")
+    return p
+
+
+def main(argv=None, prog=PROG):
+    global PROG
+    PROG = prog
+    started = time.perf_counter()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    cut = argv.index("--") if "--" in argv else len(argv)
+    parser = build_parser(prog)
+    args = parser.parse_args(argv[:cut])
+    command = argv[cut + 1:]
+    if not command:
+        parser.error("give, after --, the command to start")
+    if shutil.which(command[0]) is None:
+        say(f"{packfile.escape(command[0])}: command not found")
+        return 127
+    try:
+        report = prepare(args, command, started)
+    except LaunchError as err:
+        say(str(err))
+        return err.status
+    pack = report.pop("pack_data", None)
+    if args.report:
+        import json
+        with open(args.report, "w") as f:
+            json.dump(report, f, indent=1)
+    if args.refine:
+        from pagetrace.tools import packrefine
+        return packrefine.run_and_refine(args, command, pack, say)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execvp(command[0], command)
+
+
+def prepare(args, command, started):
+    """Checks the pack and starts (or runs) the prefetch; the report."""
+    report = {"pack": args.pack, "mode": None, "files": 0, "prefetched_files": 0,
+              "pages": 0, "skipped": {}, "problem": None}
+
+    def unusable(message):
+        if args.strict:
+            raise LaunchError(message)
+        say(message + ": starting without prefetch")
+        report["problem"] = message
+        report["launch_s"] = time.perf_counter() - started
+        return report
+    path = packfile.find_pack(args.pack)
+    try:
+        data = packfile.load(path)
+        pack = packfile.parse_bytes(data, path, ranges=False)
+    except packfile.PackError as err:
+        return unusable(str(err))
+    report["files"] = len(pack.files)
+    age = time.time() - pack.created
+    if age > args.max_age:
+        return unusable(f"{packfile.escape(path)}: the pack is {age / 86400:.1f} "
+                        f"days old, older than --max-age {args.max_age / 86400:g} "
+                        "days: record it again (pagetrace pack, or --refine)")
+    mode, cap = args.mode, None
+    keep, skipped = check_files(pack)
+    if keep and mode in ("auto", "concurrent", "sorted"):
+        devices = {pack.files[i].dev for i in keep}
+        chosen, why, cap = device_mode(devices, pack.request_us)
+        if mode == "auto":
+            mode = chosen
+        report["device"] = why
+    verify = args.verify == "content" or (args.verify == "auto" and mode == "concurrent")
+    if keep and verify and mode != "concurrent":
+        keep = _verify_content(pack, keep, skipped)
+    report.update(mode=mode, skipped=skipped, prefetched_files=len(keep))
+    # Concurrent: the content check is the prefetching child's, which says
+    # what it skipped with the rest, so that CMD does not wait for it.
+    if skipped and not (keep and mode == "concurrent" and verify):
+        say(skipped_line(skipped, len(pack.files)))
+    if not keep or mode == "none":
+        report["launch_s"] = time.perf_counter() - started
+        return report
+    replay = find_replay(args.replay)
+    if replay is None:
+        return unusable("the replayer is missing (replay/replay: run make; or "
+                        "pagetrace-replay: make install; or give --replay)")
+    if not args.quiet:
+        say(f"prefetching {len(keep)} of {len(pack.files)} files, {mode}"
+            + (" beside the start" if mode == "concurrent" else " before the start")
+            + f" ({report.get('device', 'mode given')})")
+    if mode == "concurrent":
+        report["pages"] = None  # counted by the child that writes the list
+        start_concurrent(replay, data, path, keep, args.window,
+                         skipped if verify else None)
+    else:
+        pack = packfile.parse_bytes(data, path)
+        # Sorted on a device where requests are cheap (--mode sorted):
+        # exactly the pack's pages, in requests of replay's default 1 MiB.
+        gap, largest = sorted_plan(pack, keep, *cap) if cap else (0, 256)
+        if cap and args.mode == "auto" and not worth_it(pack, keep, gap, largest, cap, report):
+            if not args.quiet:
+                say(f"no prefetch: {report['skipped_because']}")
+            report["launch_s"] = time.perf_counter() - started
+            return report
+        ranges = plan_ranges(pack, keep, gap, merge=True)
+        report.update(pages=sum(r[2] for r in ranges), gap_pages=gap,
+                      max_request_pages=largest)
+        problem = run_sorted(replay, _memfd(list_bytes(ranges, pack.page_size)),
+                             largest * pack.page_size)
+        if problem:
+            say(f"warning: the prefetch failed ({problem}): starting anyway")
+            report["problem"] = problem
+    report["launch_s"] = time.perf_counter() - started
+    report["pack_data"] = pack
+    return report
+
+
+def worth_it(pack, keep, gap, largest, cap, report):
+    """Whether the sorted prefetch, paid before the start, is estimated at
+    most WORTH_IT of what the start's own reads cost cold (cold_cost with
+    the disk's read_ahead_kb). Paid before the start it adds to it, while
+    a cold start's reads overlap its computing; measured (2026-11-25, two
+    applications under cloud-3000 and hdd-150) the prefetch took 1.0-1.3x
+    its estimate, and paid off at 0.27 of the cold estimate (firefox-esr,
+    cloud-3000: 56% of the I/O cost recovered), not at 0.83-0.96 (both
+    under hdd-150: slower than no prefetch)."""
+    dev = pack.files[keep[0]].dev
+    read_ahead = _sys_int(f"/sys/dev/block/{_disk(dev)}/queue/read_ahead_kb") or 0
+    estimate, requests, pages = plan_cost(pack, keep, gap, largest, *cap)
+    cold = cold_cost(pack, keep, *cap, read_ahead * 1024 // pack.page_size)
+    report.update(estimate_s=round(estimate, 3), cold_estimate_s=round(cold, 3))
+    if estimate <= WORTH_IT * cold:
+        return True
+    report["mode"] = "none"
+    report["skipped_because"] = (
+        f"the sorted prefetch ({requests:,} reads, {pages * pack.page_size / 2**20:.1f} MiB, "
+        f"about {estimate:.1f} s before the start) would cost more than {WORTH_IT:g} of "
+        f"the start's own cold reads (about {cold:.1f} s) on this device")
+    return False
+
+
+def _verify_content(pack, keep, skipped):
+    """The files of `keep` whose first 4 KiB still have their CRC-32; the
+    others are added to `skipped`. Their first pages are asked for all at
+    once (WILLNEED) so that the device reads them in parallel, then each
+    is checked."""
+    for index in keep:
+        try:
+            fd = os.open(pack.files[index].path, os.O_RDONLY | os.O_CLOEXEC)
+            os.posix_fadvise(fd, 0, packfile.HEAD_BYTES, os.POSIX_FADV_WILLNEED)
+            os.close(fd)
+        except OSError:
+            pass
+    still = []
+    for index in keep:
+        if content_changed(pack.files[index]):
+            skipped.setdefault("changed (content)", []).append(pack.files[index].path)
+        else:
+            still.append(index)
+    return still
+
+
+if __name__ == "__main__":
+    sys.exit(main())

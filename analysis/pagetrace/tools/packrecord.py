@@ -1,0 +1,439 @@
+"""`pagetrace pack`: record a command's start-up N times with `trace
+--used` and compile the pages it used into a pack (docs/pack-format.md),
+or compile a pack from `trace --used` traces recorded before.
+
+By default the runs are recorded with the disks' read_ahead_kb at 0
+(docs/case-study-firefox.md, sessions B and C: with readahead off every
+page a start touches faults, so the access records are the pages it
+touched, not fault-around's guesses; the prefetch of that list recovered
+74-106% of the I/O cost against 63-72% for a list recorded with readahead
+on). The setting is restored on every exit path Python sees (normal end,
+error, SIGINT, SIGTERM, SIGHUP); only SIGKILL can leave it at 0, and then
+`pagetrace pack --restore-read-ahead` puts back what the journal file in
+/run says. Standard library only: it runs under sudo on the system Python.
+"""
+import argparse
+import contextlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+from pagetrace import __version__
+from pagetrace.core import packfile, tracefile
+from pagetrace.core.c_tools import find_c_tool
+from pagetrace.core.escape import display_path
+from pagetrace.core.packfile import pack_name, packs_dir
+from pagetrace.tools import throttle
+from pagetrace.tools.startup_bench.used_pages import fill_varying, first_accesses
+from pagetrace.tools.startup_bench.cli import split_command
+
+PROG = "pagetrace pack"
+DEFAULT_RUNS = 3
+DEFAULT_FILL = 256
+DROP_CACHES = "/proc/sys/vm/drop_caches"
+READ_AHEAD_JOURNAL = "/run/pagetrace-pack-read-ahead.json"
+_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
+
+class PackRecordError(Exception):
+    """Stops `pagetrace pack`: one line, exit status 1."""
+
+
+def progress(message, quiet=False):
+    if not quiet:
+        print(f"{PROG}: {message}", file=sys.stderr, flush=True)
+
+
+# ---------------------------------------------------------------------------
+# Compiling traces into a pack.
+
+def used_first_accesses(traces, min_runs=1, fill=DEFAULT_FILL):
+    """{(path, offset): when} of the pages to prefetch: the read pages with
+    an access or map record (startup-bench's first_accesses: each at its earliest
+    first access) in at least `min_runs` of the traces; with min_runs 1
+    (the union) and several traces, the pages between two varying pages
+    at most `fill` pages apart are added too (startup-bench's fill_varying).
+    Special paths and metadata records name no file to prefetch."""
+    first = first_accesses(traces)
+    if min_runs > 1:
+        counts = {}
+        for trace in traces:
+            for key in first_accesses([trace]):
+                counts[key] = counts.get(key, 0) + 1
+        first = {k: v for k, v in first.items() if counts.get(k, 0) >= min_runs}
+    elif fill > 0 and len(traces) > 1:
+        first = {**fill_varying(traces, first, fill), **first}
+    return {k: v for k, v in first.items()
+            if not k[0].startswith("//") and not tracefile.is_metadata(k[0])}
+
+
+def group_ranges(pages, page_size):
+    """[(path, first page, pages, ts_us)] from {(path, offset): when}: in
+    first-access order, each page joining the last range of its file when
+    it follows it in the file."""
+    ranges, last = [], {}
+    for (path, offset), when in sorted(pages.items(), key=lambda kv: kv[1]):
+        page = offset // page_size
+        index = last.get(path)
+        if index is not None and ranges[index][1] + ranges[index][2] == page:
+            p, start, count, ts = ranges[index]
+            ranges[index] = (p, start, count + 1, ts)
+            continue
+        last[path] = len(ranges)
+        ranges.append((path, page, 1, max(0, when[0])))
+    return ranges
+
+
+def compile_pack(traces, command, read_ahead_kb, min_runs=1,
+                 fill=DEFAULT_FILL, warn=print):
+    """The Pack of `traces` (tracefile.Trace with access records); files
+    that cannot be opened now are left out, each with a warning."""
+    page_size = traces[0].header.page_size
+    ranges = group_ranges(used_first_accesses(traces, min_runs, fill), page_size)
+    files, index = [], {}
+    for path, *_ in ranges:
+        if path in index:
+            continue
+        try:
+            files.append(packfile.identify(path))
+            index[path] = len(files) - 1
+        except OSError as err:
+            index[path] = None
+            warn(f"{display_path(path)}: left out of the pack: {err.strerror}")
+    kept = [packfile.PackRange(index[p], page, count, ts)
+            for p, page, count, ts in ranges if index[p] is not None]
+    return packfile.Pack(packfile.FORMAT_VERSION, page_size, int(time.time()),
+                         command, len(traces), read_ahead_kb, files, kept,
+                         request_us(files))
+
+
+PROBE_READS = 16
+
+
+def request_us(files, reads=PROBE_READS, seed=22):
+    """{dev: median microseconds of one random 4 KiB O_DIRECT read} per
+    device, measured on the largest file of the pack on it: what a request
+    costs there, which the rotational flag does not say (a virtio disk
+    says rotational 1 whatever backs it). Devices that refuse O_DIRECT
+    (tmpfs) are left out."""
+    import mmap
+    import random
+    rng = random.Random(seed)
+    largest = {}
+    for f in files:
+        if f.size >= 4096 and f.size > largest.get(f.dev, (0, ""))[0]:
+            largest[f.dev] = (f.size, f.path)
+    found = {}
+    buffer = mmap.mmap(-1, 4096)
+    for dev, (size, path) in largest.items():
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECT | os.O_CLOEXEC)
+        except OSError:
+            continue
+        times = []
+        try:
+            for _ in range(reads):
+                offset = rng.randrange(size // 4096) * 4096
+                started = time.perf_counter()
+                os.preadv(fd, [buffer], offset)
+                times.append(time.perf_counter() - started)
+        except OSError:
+            times = []
+        finally:
+            os.close(fd)
+        if times:
+            found[dev] = round(sorted(times)[len(times) // 2] * 1e6)
+    return found
+
+
+def read_used_traces(paths):
+    traces = []
+    for path in paths:
+        trace = tracefile.read(path)
+        if not any(r.kind in ("access", "map") for r in trace.records):
+            raise PackRecordError(
+                f"{display_path(path)}: no access records (format version "
+                f"{trace.header.version}): record it with trace --used")
+        traces.append(trace)
+    return traces
+
+
+# ---------------------------------------------------------------------------
+# Recording: read_ahead_kb off, restored on every exit path.
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def read_ahead_files(mountinfo=throttle.MOUNTINFO, sysfs="/sys"):
+    """The read_ahead_kb files (/sys/dev/block/MAJ:MIN/queue) of the disks
+    under every mounted block filesystem, each once."""
+    files = {}
+    for mount in throttle.mounts(mountinfo):
+        if os.major(mount.dev) == 0:
+            continue
+        try:
+            disk = throttle.whole_disk(mount.dev, mount.point, sysfs)
+        except (throttle.ThrottleError, OSError):
+            continue
+        path = f"{sysfs}/dev/block/{throttle.dev_text(disk)}/queue/read_ahead_kb"
+        if os.path.exists(path):
+            files.setdefault(path, None)
+    return list(files)
+
+
+def _write_text(path, text):
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def restore_read_ahead(journal=READ_AHEAD_JOURNAL):
+    """Puts back the read_ahead_kb values of a recording that was killed
+    (the journal), and removes the journal. Returns the files restored."""
+    try:
+        with open(journal) as f:
+            saved = json.load(f)
+    except FileNotFoundError:
+        return []
+    for path, value in saved.items():
+        with contextlib.suppress(OSError):
+            _write_text(path, f"{value}\n")
+    os.unlink(journal)
+    return list(saved)
+
+
+@contextlib.contextmanager
+def read_ahead_set(kb, files, journal=READ_AHEAD_JOURNAL):
+    """read_ahead_kb = kb on `files` inside the `with`; the old values are
+    written back when it ends however it ends (SIGTERM and SIGHUP are made
+    KeyboardInterrupt meanwhile), and kept in `journal` until then."""
+    saved = {}
+    old_handlers = {s: signal.signal(s, _interrupt) for s in _SIGNALS}
+    try:
+        for path in files:
+            with open(path) as f:
+                saved[path] = f.read().strip()
+        with open(journal, "w") as f:
+            json.dump(saved, f)
+        for path in files:
+            _write_text(path, f"{kb}\n")
+        yield saved
+    finally:
+        for path, value in saved.items():
+            with contextlib.suppress(OSError):
+                _write_text(path, f"{value}\n")
+        with contextlib.suppress(OSError):
+            os.unlink(journal)
+        for sig, handler in old_handlers.items():
+            signal.signal(sig, handler)
+
+
+def record_runs(command, runs, workdir, tracer, quiet=False):
+    """Runs `trace --used -x` on `command` `runs` times, each from a cold
+    page cache (sync; drop_caches), and returns the trace paths."""
+    paths = []
+    for number in range(runs):
+        os.sync()
+        _write_text(DROP_CACHES, "3\n")
+        path = os.path.join(workdir, f"run-{number + 1}.log")
+        started = time.perf_counter()
+        done = subprocess.run([tracer, "--used", "-x", "-q", "-o", path,
+                               "--", *command], stdin=subprocess.DEVNULL,
+                              stdout=subprocess.DEVNULL)
+        if done.returncode != 0:
+            raise PackRecordError(
+                f"run {number + 1}: trace --used -- {display_path(command[0])} "
+                f"exited with status {done.returncode} (a run that fails "
+                "records no usable start-up)")
+        progress(f"run {number + 1}/{runs} recorded in "
+                 f"{time.perf_counter() - started:.2f} s: {path}", quiet)
+        paths.append(path)
+    return paths
+
+
+def recording_refusal():
+    if os.geteuid() != 0:
+        return ("recording needs root (trace loads BPF programs: CAP_BPF and "
+                "CAP_PERFMON; read_ahead_kb and drop_caches are root's): run "
+                "it under sudo, or give traces recorded with trace --used as "
+                "--from TRACE")
+    return None
+
+
+def record(args, command):
+    """The trace paths of args.runs recorded runs (in args.keep_traces, or
+    a temporary directory kept in args for the session)."""
+    refusal = recording_refusal()
+    if refusal:
+        raise PackRecordError(refusal)
+    if shutil.which(command[0]) is None:
+        raise PackRecordError(f"{display_path(command[0])}: command not found")
+    tracer = find_c_tool("trace")
+    if tracer is None:
+        raise PackRecordError("the tracer is missing: neither tracer/trace "
+                              "(run make) nor pagetrace-trace (make install)")
+    if args.keep_traces:
+        os.makedirs(args.keep_traces, exist_ok=True)
+        workdir = args.keep_traces
+    else:
+        args.scratch = tempfile.TemporaryDirectory(prefix="pagetrace-pack-")
+        workdir = args.scratch.name
+    if args.read_ahead_kb == "keep":
+        return record_runs(command, args.runs, workdir, tracer, args.quiet)
+    files = read_ahead_files()
+    with read_ahead_set(args.read_ahead_kb, files) as saved:
+        progress(f"read_ahead_kb {args.read_ahead_kb} while recording on "
+                 + ", ".join(f"{p.split('/')[4]} (was {v})" for p, v in saved.items()),
+                 args.quiet)
+        return record_runs(command, args.runs, workdir, tracer, args.quiet)
+
+
+# ---------------------------------------------------------------------------
+# The command line.
+
+EXAMPLES = """\
+examples:
+  sudo pagetrace pack -- firefox-esr --headless --screenshot /tmp/s.png about:blank
+  sudo pagetrace pack -n 5 -o firefox.pack -- firefox-esr --headless ...
+  pagetrace pack --from used1.log --from used2.log -o app.pack
+  sudo pagetrace pack --read-ahead-kb keep --keep-traces runs/ -- ./app
+  pagetrace launch firefox.pack -- firefox-esr --headless ...
+
+The pack goes to -o, else to the packs directory ($PAGETRACE_PACKS, default
+/var/lib/pagetrace/packs) as PROGRAM-CRC32.pack, one pack per command line,
+which `pagetrace launch NAME -- CMD` finds by that name.
+
+exit status: 0 the pack was written; 1 it was not (a run failed, not root,
+a trace without access records, no page to pack); 2 bad usage.
+"""
+
+
+def read_ahead_value(text):
+    if text == "keep":
+        return text
+    if not text.isdigit():
+        raise argparse.ArgumentTypeError("a number of KiB, or keep")
+    return int(text)
+
+
+def positive(text):
+    if not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError("must be a whole number of at least 1")
+    return int(text)
+
+
+def build_parser(prog=PROG):
+    p = argparse.ArgumentParser(
+        prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="%(prog)s [options] -- CMD [ARGS...]\n"
+              "       %(prog)s --from TRACE [--from TRACE ...] -o PACK",
+        description="Record a command's start-up with trace --used and "
+        "compile the pages it used into a prefetch pack for pagetrace "
+        "launch (docs/pack-format.md).", epilog=EXAMPLES)
+    p.add_argument("-V", "--version", action="version",
+                   version=f"%(prog)s (pagetrace) {__version__}")
+    p.add_argument("-n", "--runs", type=positive, default=DEFAULT_RUNS,
+                   help="runs to record (default %(default)s)")
+    p.add_argument("--from", dest="traces", action="append", metavar="TRACE",
+                   help="compile these trace --used traces instead of recording")
+    p.add_argument("-o", "--output", metavar="PACK",
+                   help="the pack (default: PACKS_DIR/PROGRAM-CRC32.pack)")
+    p.add_argument("--read-ahead-kb", type=read_ahead_value, default=0,
+                   metavar="KB|keep", help="read_ahead_kb of the disks while "
+                   "recording, restored after (default 0: the list of the "
+                   "pages touched; keep: leave it)")
+    p.add_argument("--min-runs", type=positive, default=1, metavar="K",
+                   help="only pages used in at least K runs (default 1: "
+                   "every page any run used)")
+    p.add_argument("--fill-varying", type=int, default=DEFAULT_FILL,
+                   metavar="PAGES", help="with --min-runs 1: also the pages "
+                   "between two pages used in some runs but not all, at most "
+                   "PAGES apart (default %(default)s; 0: none)")
+    p.add_argument("--keep-traces", metavar="DIR",
+                   help="keep the recorded traces in DIR")
+    p.add_argument("--restore-read-ahead", action="store_true",
+                   help="only put back the read_ahead_kb a killed recording "
+                   f"left ({READ_AHEAD_JOURNAL})")
+    p.add_argument("-j", "--json", action="store_true",
+                   help="print what was packed as JSON")
+    p.add_argument("-q", "--quiet", action="store_true")
+    return p
+
+
+def summary(pack, path):
+    pages = sum(r.pages for r in pack.ranges)
+    return {"pack": path, "runs": pack.runs, "files": len(pack.files),
+            "ranges": len(pack.ranges), "pages": pages,
+            "bytes": pages * pack.page_size, "read_ahead_kb": pack.read_ahead_kb}
+
+
+def main(argv=None, prog=PROG):
+    global PROG
+    PROG = prog
+    own, command = split_command(sys.argv[1:] if argv is None else argv)
+    parser = build_parser(prog)
+    args = parser.parse_args(own)
+    if args.restore_read_ahead:
+        restored = restore_read_ahead()
+        progress(f"restored {len(restored)} read_ahead_kb setting(s)")
+        return 0
+    if not args.traces and not command:
+        parser.error("give, after --, the command to record, or --from TRACE")
+    if args.traces and not command and not args.output:
+        parser.error("with --from and no command, give -o PACK")
+    if args.fill_varying < 0:
+        parser.error("--fill-varying must be 0 or more pages")
+    try:
+        return pack_main(args, command)
+    except (PackRecordError, tracefile.TraceError, OSError) as err:
+        text = f"{err.filename}: {err.strerror}" if isinstance(err, OSError) and \
+            err.filename else str(err)
+        print(f"{prog}: {text}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted; read_ahead_kb restored, no pack written",
+              file=sys.stderr)
+        return 130
+
+
+def pack_main(args, command):
+    if args.traces:
+        paths, read_ahead = args.traces, "unknown"
+    else:
+        paths, read_ahead = record(args, command), args.read_ahead_kb
+        if read_ahead == "keep":
+            read_ahead = "unchanged"
+    traces = read_used_traces(paths)
+    for trace in traces:
+        for message in trace.warnings():
+            progress(f"warning: {message}", args.quiet)
+    text = " ".join(command) if command else \
+        traces[0].header.keys.get("command", "unknown")
+    pack = compile_pack(traces, text, read_ahead, args.min_runs,
+                        args.fill_varying,
+                        warn=lambda m: progress(f"warning: {m}", args.quiet))
+    if not pack.ranges:
+        raise PackRecordError("no used page of a file that exists here: "
+                              "nothing to pack")
+    output = args.output or os.path.join(packs_dir(), pack_name(command))
+    if not args.output:
+        os.makedirs(os.path.dirname(output), exist_ok=True)
+    packfile.write(pack, output)
+    facts = summary(pack, output)
+    if args.json:
+        json.dump(facts, sys.stdout, indent=1)
+        sys.stdout.write("\n")
+    else:
+        progress(f"{facts['pages']:,} pages ({facts['bytes'] / 2**20:.1f} MiB) "
+                 f"of {facts['files']} files in {facts['ranges']:,} ranges, "
+                 f"from {pack.runs} run(s): {output}", args.quiet)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""Prefetch packs as deployed (issue 22): `pagetrace pack` with its
+defaults, then startup-bench's states selective, hot, launched (`pagetrace
+launch PACK -- CMD`) and launched-stale (every file of the pack replaced),
+interleaved, on the machine's disk and under the cloud-3000 and hdd-150
+device profiles, one startup-bench run per application and device. The
+goals: launched recovers at least 85% of the I/O cost and neither launched
+nor launched-stale is slower than selectively cold, on every device.
+
+Applications: headless firefox-esr (skipped, with one line, when it is not
+installed) and this checkout's venv Python importing pandas and
+matplotlib.pyplot (759 files: shared libraries, .py and .pyc).
+
+USAGE
+  sudo .venv/bin/python bench/bench_launch.py [-n RUNS] [--dir DIR] [--devices LIST]
+
+EXAMPLES
+  sudo .venv/bin/python bench/bench_launch.py -n 20
+  sudo .venv/bin/python bench/bench_launch.py -n 5 --devices none --apps pandas
+"""
+import argparse
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+
+TOP = pathlib.Path(__file__).resolve().parent.parent
+STATES = "selective,hot,launched,launched-stale"
+GAIN = re.compile(r"^(launched\S*) \(total\) vs selective: ([-+\d.]+)% \(95% CI (.*?)\); "
+                  r"recovers (-?\d+)% of the I/O cost \(95% CI (.*?)\)", re.M)
+
+
+def apps(work):
+    firefox = work / "firefox"
+    return {
+        "firefox": ["firefox-esr", "--headless", "--no-remote", "--profile",
+                    str(firefox / "profile"), "--screenshot",
+                    str(firefox / "s.png"), "about:blank"],
+        "pandas": [str(TOP / ".venv" / "bin" / "python"), "-c",
+                   "import pandas, matplotlib.pyplot"]}
+
+
+def prepare(name, command, out, env):
+    """A fresh firefox profile (one untimed start), a cold trace for the
+    files to evict, and the pack with pagetrace pack's defaults."""
+    out.mkdir(parents=True, exist_ok=True)
+    if name == "firefox":
+        shutil.rmtree(out / "profile", ignore_errors=True)
+        (out / "profile").mkdir()
+        subprocess.run(command, env=env, capture_output=True, check=True)
+    os.sync()
+    pathlib.Path("/proc/sys/vm/drop_caches").write_text("3\n")
+    subprocess.run([TOP / "tracer" / "trace", "-x", "-q", "-o", out / "cold.log",
+                    "--", *command], env=env, capture_output=True, check=True)
+    done = subprocess.run([sys.executable, TOP / "scripts" / "pagetrace", "pack",
+                           "-o", out / "app.pack", "--", *command], env=env,
+                          capture_output=True, text=True, check=True)
+    return done.stderr.strip().splitlines()[-1]
+
+
+def ratio_rows(text):
+    """(measure, value, goal) rows for bench/run's table."""
+    rows = []
+    for block in re.split(r"^### ", text, flags=re.M)[1:]:
+        title = block.splitlines()[0]
+        for state, change, _, percent, interval in GAIN.findall(block):
+            goal = "≥ 0.85" if state == "launched" else ""
+            rows.append((f"{title}: share of the I/O cost recovered by {state} "
+                         f"(95% CI {interval}; {change}% against selective)",
+                         int(percent) / 100, goal))
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     epilog=__doc__[__doc__.index("USAGE"):],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("-n", "--runs", type=int, default=20, help="runs per state (default 20)")
+    parser.add_argument("--dir", default="/var/tmp/pagetrace-bench/launch", help="work directory")
+    parser.add_argument("--devices", default="none,cloud-3000,hdd-150",
+                        help="none (the machine's disk) and device profiles")
+    parser.add_argument("--apps", default="firefox,pandas")
+    args = parser.parse_args()
+    work = pathlib.Path(args.dir)
+    env = dict(os.environ, HOME=str(work / "firefox"))
+    for name, command in apps(work).items():
+        if name not in args.apps.split(","):
+            continue
+        if not shutil.which(command[0]):
+            print(f"{command[0]} is not installed: {name} skipped\n")
+            continue
+        out = work / name
+        print(f"{name}: {' '.join(command)}\npack: {prepare(name, command, out, env)}\n")
+        for device in args.devices.split(","):
+            profile = [] if device == "none" else ["--device-profile", device]
+            done = subprocess.run(
+                [sys.executable, TOP / "scripts" / "startup-bench", "--trace", out / "cold.log",
+                 "--pack", out / "app.pack", "-n", str(args.runs), "--states", STATES,
+                 "--timeout", "120", *profile, "--csv", out / f"runs-{device}.csv",
+                 "--", *command], env=env, capture_output=True, text=True)
+            print(f"### {name}, {device if profile else 'the machine disk'}\n")
+            print(f"```\n{done.stdout.strip()}\n```\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
