@@ -19,7 +19,6 @@
 #include "cache_load.h"
 
 #define TOOL "cachestat"
-#define VERSION "0.2.0"
 
 static struct options {
 	struct interval_args every;	/* [INTERVAL [COUNT]] */
@@ -27,7 +26,7 @@ static struct options {
 	bool verbose;
 } opts = { .every.seconds = 1.0 };
 
-const char *argp_program_version = TOOL " (pagetrace) " VERSION;
+const char *argp_program_version = TOOL " (pagetrace) " PAGETRACE_VERSION;
 error_t argp_err_exit_status = 2;
 
 static const char doc[] =

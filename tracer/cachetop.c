@@ -29,7 +29,6 @@
 #include "cache.skel.h"
 
 #define TOOL "cachetop"
-#define VERSION "0.2.0"
 /* Rows per interval in the top view. */
 #define TOP_ROWS 20
 
@@ -42,7 +41,7 @@ static struct options {
 	struct interval_args every;	/* [INTERVAL [COUNT]] */
 } opts = { .every.seconds = 1.0 };
 
-const char *argp_program_version = TOOL " (pagetrace) " VERSION;
+const char *argp_program_version = TOOL " (pagetrace) " PAGETRACE_VERSION;
 error_t argp_err_exit_status = 2;
 
 static const char doc[] =
