@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""The seek-cost model (analysis/pagetrace/model.py) fitted to replays on
+"""The seek-cost model (analysis/pagetrace/analysis/model.py) fitted to replays on
 diskemu's emulated disk, whose parameters are known. Run as root:
 
     bench/bench_seek_model.py [--dir DIR] [--profile NAME] [--reads N]

@@ -36,7 +36,7 @@ REPO = os.path.dirname(HERE)
 
 # stats.py is stdlib-only; load it by path so the bench needs no pandas.
 _spec = importlib.util.spec_from_file_location(
-    "pagetrace_stats", os.path.join(REPO, "analysis", "pagetrace", "stats.py"))
+    "pagetrace_stats", os.path.join(REPO, "analysis", "pagetrace", "core", "stats.py"))
 stats = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(stats)
 

@@ -146,7 +146,12 @@ class Checks:
                 "-q", "-b", "4096", "-E", "lazy_itable_init=0,lazy_journal_init=0"]) as (mnt, dev):
             loopimg.populate_small_files(mnt, META_FILES, META_DIRS)
             loopimg.run("umount", mnt)
-            loopimg.run("mount", dev, mnt)
+            # ext4lazyinit prefetches block bitmaps after a mount (5.9+):
+            # device reads no command makes, which under TCG can land after
+            # `before`. Where the option is unknown, a plain mount.
+            if loopimg.run("mount", "-o", "no_prefetch_block_bitmaps", dev, mnt,
+                           check=False).returncode:
+                loopimg.run("mount", dev, mnt)
             before = loopimg.diskstats_field(dev, 5)
             run = self.run("trace", "-x", "-c", f"find {mnt} -type f | xargs cat > /dev/null")
             sectors = loopimg.diskstats_field(dev, 5) - before
