@@ -45,11 +45,6 @@ static __always_inline void on_task_lost(void);
 /* A thread is seen traced for the first time (at fork, or its first event). */
 static __always_inline void on_thread_traced(struct task_struct *task);
 
-static __always_inline __u32 current_tid(void)
-{
-	return (__u32)bpf_get_current_pid_tgid();
-}
-
 /*
  * The current thread's state if it is traced, else NULL. With trace_all,
  * NULL can also mean that its storage could not be made: callers test
@@ -62,7 +57,7 @@ static __always_inline struct read_context *traced_thread(void)
 
 	if (state)
 		return state;
-	tid = current_tid();
+	tid = current_thread_id();	/* thread_storage.bpf.h */
 	if (!trace_all && !bpf_map_lookup_elem(&traced_tids, &tid))
 		return NULL;
 	on_thread_traced(current_task());
