@@ -55,9 +55,6 @@ import cachefuzz  # noqa: E402  (the generator: a failing seed's script)
 
 REPO = os.path.dirname(HERE)
 SECTOR = 512
-# mm/memory.c: fault_around_bytes is 64 KiB unless changed in debugfs
-# (which cachefuzz.py run reads where it can).
-DEFAULT_FAULT_AROUND_PAGES = 65536 // cachefuzz.PAGE
 RESIDENCY_COUNTS = ("hits", "misses", "read_pages", "used_pages", "unused_pages",
                     "mapped_pages", "accessed_not_read_pages")
 
@@ -74,7 +71,6 @@ class FileModel:
         self.counted_mapped = set()
         self.hits = self.misses = self.dirties = 0
         self.undecidable = set()
-        self.beyond_range = set()   # mapped outside fault-around's range
         self.whole_file_undecidable = False
         self.dirties_undecidable = False
 
@@ -95,12 +91,6 @@ class FileModel:
             if page not in self.accessed and page not in self.counted_mapped:
                 self.counted_mapped.add(page)
 
-    def mapped_set(self, key):
-        """The pages behind mapped (cachetop) or mapped_pages (waste)."""
-        if key == "mapped":
-            return self.counted_mapped
-        return (self.read - self.accessed) & self.fault_mapped
-
     def counts(self):
         read, accessed = self.read, self.accessed
         return {"hits": self.hits, "misses": self.misses,
@@ -112,29 +102,16 @@ class FileModel:
                 "accessed_not_read_pages": len(accessed - read)}
 
 
-def expected(log, npages, fault_around_pages=DEFAULT_FAULT_AROUND_PAGES):
+def expected(log, npages):
     """Per file of a script: (its FileModel) from the `exec` log."""
     start = log[0]["resident"]
     files = [FileModel(cachefuzz.unranges(r)) for r in start]
     for seen in log[1:]:
         _step(seen, files)
-        if "touches" in seen:
-            _beyond_range(seen, files[seen["file"]], npages[seen["file"]],
-                          fault_around_pages)
     for g, model in enumerate(files):
         if model.whole_file_undecidable:
             model.undecidable = set(range(npages[g]))
     return files
-
-
-def _beyond_range(seen, model, npages, nr_pages):
-    """Pages a touch's fault mapped outside the range fault-around was given:
-    Linux 6.18 ("mm/filemap: map entire large folio faultaround") maps a
-    large folio whole when it fits the VMA and the page table."""
-    for page, faulted, mapped in seen["touches"]:
-        if faulted:
-            first, last = cachefuzz.fault_around_range(seen["va"], page, npages, nr_pages)
-            model.beyond_range |= {p for p in mapped if not first <= p <= last}
 
 
 def _step(seen, files):
@@ -201,24 +178,11 @@ def waste_json(log, pagetrace):
     return {f["path"]: f for f in json.loads(proc.stdout)["files"]}
 
 
-# The one open mismatch (docs/tracer.md, "Randomized ground truth"): the
-# tools count the mapped pages in the range mm_filemap_map_pages gives, and
-# 6.18 maps large folios beyond it. A mismatch is put down to it only when
-# it is an undercount of a mapped count by no more than the pages behind
-# that count which pagemap shows mapped outside the range; it still counts
-# as a mismatch.
-BEYOND_RANGE = "large folio mapped beyond the fault-around range"
-MAPPED_COUNTS = ("mapped", "mapped_pages")
-
-
-def _compare(where, want, got, keys, mismatches, model):
+def _compare(where, want, got, keys, mismatches):
     for key in keys:
         if want[key] != got.get(key, 0):
-            mismatch = {**where, "count": key, "expected": want[key], "got": got.get(key, 0)}
-            if key in MAPPED_COUNTS and 0 < want[key] - mismatch["got"] <= \
-                    len(model.beyond_range & model.mapped_set(key)):
-                mismatch["known"] = BEYOND_RANGE
-            mismatches.append(mismatch)
+            mismatches.append({**where, "count": key, "expected": want[key],
+                               "got": got.get(key, 0)})
 
 
 def trace_lost(log):
@@ -232,11 +196,10 @@ def trace_lost(log):
     return None
 
 
-def check_batch(batch, pagetrace, tally, fault_around_pages, where):
+def check_batch(batch, pagetrace, tally, where):
     """Mismatches of one batch (one file system, both tools); @where: the
     report's directory, which a relative trace_log is in."""
     mismatches = []
-    beyond = False
     rows = {r["path"]: r for r in batch["cachetop"]["files"]}
     log = os.path.join(where, batch["trace_log"])
     wasted = waste_json(log, pagetrace)
@@ -251,7 +214,7 @@ def check_batch(batch, pagetrace, tally, fault_around_pages, where):
             seed = script["seed"]
             npages = [(s + cachefuzz.PAGE - 1) // cachefuzz.PAGE
                       for s in cachefuzz.generate(seed)["files"]]
-            models = expected(script["log"], npages, fault_around_pages)
+            models = expected(script["log"], npages)
             tally["scripts"] += tool == "cachetop"
             for i, model in enumerate(models):
                 path = paths[seed][i]
@@ -271,8 +234,7 @@ def check_batch(batch, pagetrace, tally, fault_around_pages, where):
                     keys = ["accesses", "mapped"]
                     keys += ["hits", "misses"] if residency_ok else []
                     keys += [] if model.dirties_undecidable else ["dirties"]
-                    _compare(where, want, row, keys, mismatches, model)
-                    beyond |= bool(model.beyond_range)
+                    _compare(where, want, row, keys, mismatches)
                     tally["compared"] += len(keys)
                     sums["accesses"] += want["accesses"]
                     sums["mapped"] += want["mapped"]
@@ -283,7 +245,7 @@ def check_batch(batch, pagetrace, tally, fault_around_pages, where):
                         sums["dirties"] += want["dirties"]
                 else:
                     keys = RESIDENCY_COUNTS[2:] if residency_ok else []
-                    _compare(where, want, wasted.get(path, {}), keys, mismatches, model)
+                    _compare(where, want, wasted.get(path, {}), keys, mismatches)
                     tally["compared"] += len(keys)
     got = dict(batch["cachestat"])
     got["accesses"] = got["hits"] + got["misses"]
@@ -291,9 +253,7 @@ def check_batch(batch, pagetrace, tally, fault_around_pages, where):
         tally["compared"] += 1
         if got[key] < least:
             mismatches.append({"fs": batch["fs"], "tool": "cachestat",
-                               "count": key, "expected": f">= {least}", "got": got[key],
-                               **({"known": BEYOND_RANGE} if key == "mapped" and beyond
-                                  else {})})
+                               "count": key, "expected": f">= {least}", "got": got[key]})
     return mismatches
 
 
@@ -301,12 +261,9 @@ def check(report, pagetrace, where="."):
     tally = {"scripts": 0, "files": 0, "compared": 0, "skipped_files": 0,
              "skipped_pages": 0, "skipped_dirties": 0}
     mismatches = []
-    nr = (report["fault_around_bytes"] // report["page_size"]
-          if report.get("fault_around_bytes") else DEFAULT_FAULT_AROUND_PAGES)
     for batch in report["batches"]:
-        mismatches += check_batch(batch, pagetrace, tally, nr, where)
+        mismatches += check_batch(batch, pagetrace, tally, where)
     tally["mismatches"] = len(mismatches)
-    tally["known_open"] = sum(1 for m in mismatches if m.get("known"))
     return tally, mismatches
 
 
@@ -332,7 +289,7 @@ def main(argv=None):
     tally.update({"left_behind": report.get("left_behind", []),
                   "kernel": report["kernel"], "seeds": report["seeds"],
                   "filesystems": sorted({b["fs"] for b in report["batches"]})})
-    seeds = sorted({m["seed"] for m in mismatches if "seed" in m and not m.get("known")})
+    seeds = sorted({m["seed"] for m in mismatches if "seed" in m})
     for m in mismatches:
         print("MISMATCH " + json.dumps(m))
     for seed in seeds[:5]:
@@ -342,8 +299,7 @@ def main(argv=None):
           f"cachefuzz: {tally['scripts']} scripts (seeds {tally['seeds'][0]}-"
           f"{tally['seeds'][1]}, {', '.join(tally['filesystems'])}, Linux "
           f"{tally['kernel']}): {tally['compared']} counts compared, "
-          f"{len(mismatches)} mismatches ({tally['known_open']} of them: "
-          f"{BEYOND_RANGE}); skipped: {tally['skipped_pages']} undecidable pages "
+          f"{len(mismatches)} mismatches; skipped: {tally['skipped_pages']} undecidable pages "
           f"in {tally['skipped_files']} of {tally['files']} file runs, dirties "
           f"of {tally['skipped_dirties']}" +
           (f"; zram devices left behind: {' '.join(tally['left_behind'])}"

@@ -19,14 +19,6 @@ import cachefuzz_check
 
 SEEDS = range(1, 101)
 
-# The one open mismatch, analysed in docs/tracer.md ("Randomized ground
-# truth"): Linux 6.18 maps a large folio whole when fault-around reaches
-# it, beyond the range mm_filemap_map_pages gives, and the tools count only
-# that range. The comparator marks a mismatch "known" only when it is an
-# undercount of a mapped count by no more than the pages behind it that
-# pagemap shows mapped outside the range. A run whose only mismatches are those is XFAIL, never
-# a pass; any other mismatch fails.
-
 
 @pytest.mark.parametrize("fstype", cachefuzz.FILESYSTEMS)
 def test_random_scripts_match_the_kernel(fstype, tmp_path):
@@ -45,14 +37,10 @@ def test_random_scripts_match_the_kernel(fstype, tmp_path):
     # Every file of every script compared, in both tools.
     assert tally["files"] == 2 * sum(len(cachefuzz.generate(s)["files"]) for s in SEEDS)
     print(json.dumps(tally))
-    other = [m for m in mismatches if not m.get("known")]
-    assert other == [], "\n".join(
-        [json.dumps(m) for m in other] +
-        [f"replay: make fuzz-cache SEED={s}" for s in sorted({m['seed'] for m in other
+    assert mismatches == [], "\n".join(
+        [json.dumps(m) for m in mismatches] +
+        [f"replay: make fuzz-cache SEED={s}" for s in sorted({m['seed'] for m in mismatches
                                                                if 'seed' in m})])
-    if mismatches:
-        pytest.xfail(f"{len(mismatches)} known open mismatches ({cachefuzz_check.BEYOND_RANGE}):"
-                     f" seeds {sorted({m.get('seed') for m in mismatches})}")
 
 
 def test_generator_is_deterministic_and_covers_every_step():

@@ -87,6 +87,11 @@ struct thread_access {
 THREAD_STORAGE_MAP(thread_accesses, struct thread_access);
 static const struct thread_access no_thread_access;
 
+static __always_inline struct thread_access *thread_access(bool create)
+{
+	return thread_storage_get(&thread_accesses, &no_thread_access, create);
+}
+
 /* Room for one xarray node's slots, too big for the BPF stack. */
 struct xa_slots {
 	__u64 slot[64];
@@ -251,29 +256,26 @@ static __always_inline void leaf_slots(struct xa_node *node, __u64 span, __u64 w
 }
 
 /*
- * Which pages of @chunk (of those in @span) are in @mapping's page cache,
- * and which of @want fault-around would map. XA_CHUNK_SIZE is 64,
- * so a leaf node of the xarray covers exactly one chunk; an entry higher up
- * is a folio of 64 pages or more covering all of it.
+ * Down @mapping's xarray to chunk @chunk. XA_CHUNK_SIZE is 64, so a leaf
+ * node covers exactly one chunk: returns it, or NULL with *entry what covers
+ * the chunk from above (a folio of 64 pages or more, or 0), or with
+ * *only_page_0 set, the one small folio that a tree without nodes holds, at
+ * index 0 (*entry 0 for any other chunk).
  */
-static __always_inline void chunk_in_cache(struct address_space *mapping, __u64 chunk,
-					   __u64 span, __u64 want, struct chunk_cache *out)
+static __always_inline struct xa_node *chunk_leaf(struct address_space *mapping, __u64 chunk,
+						  unsigned long *entry, bool *only_page_0)
 {
-	unsigned long entry = (unsigned long)BPF_CORE_READ(mapping, i_pages.xa_head);
 	__u64 index = chunk << CHUNK_SHIFT;
 
-	out->present = out->mappable = 0;
-	if (!xa_entry_is_node(entry)) {
-		/* No node: at most one small folio, at index 0. */
-		if (chunk == 0 && xa_entry_is_folio(entry)) {
-			out->present = 1;
-			if ((want & 1) && folio_mappable(entry))
-				out->mappable = 1;
-		}
-		return;
+	*entry = (unsigned long)BPF_CORE_READ(mapping, i_pages.xa_head);
+	*only_page_0 = !xa_entry_is_node(*entry);
+	if (*only_page_0) {
+		if (chunk)
+			*entry = 0;
+		return NULL;
 	}
 	for (int level = 0; level < 8; level++) {
-		struct xa_node *node = (struct xa_node *)(entry - 2);
+		struct xa_node *node = (struct xa_node *)(*entry - 2);
 		__u32 shift = BPF_CORE_READ(node, shift);
 		__u64 offset;
 
@@ -286,24 +288,59 @@ static __always_inline void chunk_in_cache(struct address_space *mapping, __u64 
 		 * 1795 gave 1 hit and 1 miss).
 		 */
 		if (shift >= 64 || (level == 0 && (index >> shift) > 63))
-			return;	/* beyond the tree */
-		if (shift == 0) {
-			leaf_slots(node, span, want, out);
-			return;
-		}
+			break;	/* beyond the tree */
+		if (shift == 0)
+			return node;
 		offset = (index >> shift) & 63;
-		bpf_core_read(&entry, sizeof(entry), &node->slots[offset]);
-		if (xa_entry_is_sibling(entry))
-			bpf_core_read(&entry, sizeof(entry), &node->slots[(entry >> 2) & 63]);
-		if (xa_entry_is_node(entry))
-			continue;
-		if (xa_entry_is_folio(entry)) {
-			out->present = ~0ULL;
-			if (want && folio_mappable(entry))
-				out->mappable = want;
-		}
+		bpf_core_read(entry, sizeof(*entry), &node->slots[offset]);
+		if (xa_entry_is_sibling(*entry))
+			bpf_core_read(entry, sizeof(*entry), &node->slots[(*entry >> 2) & 63]);
+		if (!xa_entry_is_node(*entry))
+			return NULL;
+	}
+	*entry = 0;
+	return NULL;
+}
+
+/*
+ * Which pages of @chunk (of those in @span) are in @mapping's page cache,
+ * and which of @want fault-around would map.
+ */
+static __always_inline void chunk_in_cache(struct address_space *mapping, __u64 chunk,
+					   __u64 span, __u64 want, struct chunk_cache *out)
+{
+	unsigned long entry;
+	bool only_page_0;
+	struct xa_node *leaf = chunk_leaf(mapping, chunk, &entry, &only_page_0);
+	__u64 covered = only_page_0 ? 1 : ~0ULL;
+
+	out->present = out->mappable = 0;
+	if (leaf) {
+		leaf_slots(leaf, span, want, out);
 		return;
 	}
+	if (!xa_entry_is_folio(entry))
+		return;
+	out->present = covered;
+	if ((want & covered) && folio_mappable(entry))
+		out->mappable = want & covered;
+}
+
+/* The folio at page @index of @mapping, or 0. */
+static __always_inline unsigned long folio_at(struct address_space *mapping, __u64 index)
+{
+	unsigned long entry;
+	bool only_page_0;
+	struct xa_node *leaf = chunk_leaf(mapping, index >> CHUNK_SHIFT, &entry, &only_page_0);
+
+	if (leaf) {
+		bpf_core_read(&entry, sizeof(entry), &leaf->slots[index & (CHUNK_PAGES - 1)]);
+		if (xa_entry_is_sibling(entry))
+			bpf_core_read(&entry, sizeof(entry), &leaf->slots[(entry >> 2) & 63]);
+	} else if (only_page_0 && index) {
+		entry = 0;
+	}
+	return xa_entry_is_folio(entry) ? entry : 0;
 }
 
 /* Is page @index of @mapping in the page cache (uptodate or not)? */
@@ -319,7 +356,7 @@ static __always_inline bool page_in_cache(struct address_space *mapping, __u64 i
 /* ------------------------------------------------------------------ */
 /* Walks over the chunks of a range                                    */
 
-enum chunk_op { OP_READ_CALL, OP_FAULT, OP_MAP };
+enum chunk_op { OP_READ_CALL, OP_FAULT, OP_MAP, OP_MAPPED_WHOLE };
 
 struct chunk_walk {
 	struct address_space *mapping;
@@ -333,6 +370,7 @@ struct chunk_walk {
 	bool account_fault;	/* OP_MAP: the faulting page is this fault's access */
 	bool served;		/* OP_MAP: fault-around mapped the faulting page */
 	bool absent;		/* OP_FAULT: the page is not in the cache yet */
+	__u64 vm_start, vm_pgoff; /* OP_MAPPED_WHOLE: the faulting VMA */
 };
 
 static __always_inline struct page_chunk *chunk_state(struct page_chunk_key *key, bool create)
@@ -471,6 +509,46 @@ static __always_inline int chunk_map(struct chunk_walk *walk, __u64 mask)
 	return 0;
 }
 
+/*
+ * Is @addr mapped in the current task's page tables? bpf_probe_read_user()
+ * reads with page faults disabled (copy_from_user_nofault()): it succeeds
+ * only where a present entry maps the page, and reads what the MMU reads, on
+ * any architecture. Its failed read is a fault that the kernel does not
+ * handle, which page_access_fault_start() leaves alone.
+ */
+static __always_inline bool user_page_mapped(__u64 addr)
+{
+	char byte;
+
+	return !bpf_probe_read_user(&byte, sizeof(byte), (const void *)addr);
+}
+
+/*
+ * Pages of a large folio beyond the fault-around range (see
+ * page_access_map_whole_folios()): the kernel maps a folio whole or not at
+ * all, so one page not known as accessed or mapped tells for the chunk's
+ * others; its page-table entry is looked at, not guessed.
+ */
+static __always_inline int chunk_mapped_whole(struct chunk_walk *walk, __u64 mask)
+{
+	struct page_chunk *state = chunk_state(&walk->key, false);
+	__u64 base = walk->key.chunk << CHUNK_SHIFT, candidates = mask, page;
+
+	if (state)
+		candidates &= ~(state->accessed | state->mapped);
+	if (!candidates)
+		return 0;
+	page = base + lowest_bit(candidates);
+	if (!user_page_mapped(walk->vm_start + ((page - walk->vm_pgoff) << page_shift)))
+		return 1;	/* not mapped whole */
+	state = state ?: chunk_state(&walk->key, true);
+	if (!state)
+		return 1;
+	state->mapped |= candidates;
+	on_map(walk->inode, &walk->key, candidates);
+	return 0;
+}
+
 static long walk_one_chunk(__u32 i, struct chunk_walk *walk)
 {
 	__u64 chunk = (walk->first >> CHUNK_SHIFT) + i;
@@ -485,6 +563,8 @@ static long walk_one_chunk(__u32 i, struct chunk_walk *walk)
 		return chunk_read_call(walk, mask);
 	case OP_FAULT:
 		return chunk_fault(walk, mask);
+	case OP_MAPPED_WHOLE:
+		return chunk_mapped_whole(walk, mask);
 	default:
 		return chunk_map(walk, mask);
 	}
@@ -519,11 +599,6 @@ static __always_inline void start_walk(struct chunk_walk *walk, struct address_s
 
 /* ------------------------------------------------------------------ */
 /* Entry points                                                        */
-
-static __always_inline struct thread_access *thread_access(bool create)
-{
-	return thread_storage_get(&thread_accesses, &no_thread_access, create);
-}
 
 /* filemap:mm_filemap_get_pages(mapping, index, last_index) */
 static __always_inline void page_access_read_call(struct address_space *mapping,
@@ -711,6 +786,7 @@ struct vma_lookup {
 	__u64 mapping;	/* 0: an anonymous VMA */
 	__u64 index;
 	__u64 start, end;	/* the VMA */
+	__u64 pgoff;
 };
 
 static long vma_file_page(struct task_struct *task, struct vm_area_struct *vma,
@@ -721,12 +797,56 @@ static long vma_file_page(struct task_struct *task, struct vm_area_struct *vma,
 	(void)task;
 	lookup->start = BPF_CORE_READ(vma, vm_start);
 	lookup->end = BPF_CORE_READ(vma, vm_end);
+	lookup->pgoff = BPF_CORE_READ(vma, vm_pgoff);
 	if (!file)
 		return 0;
 	lookup->mapping = (__u64)BPF_CORE_READ(file, f_mapping);
-	lookup->index = ((lookup->address - BPF_CORE_READ(vma, vm_start)) >> page_shift) +
-			BPF_CORE_READ(vma, vm_pgoff);
+	lookup->index = ((lookup->address - lookup->start) >> page_shift) + lookup->pgoff;
 	return 0;
+}
+
+/*
+ * "mm/filemap: map entire large folio faultaround" (Kiryl Shutsemau, 2025,
+ * v6.18) maps a large folio whole when it lies inside the VMA and one page
+ * table (and, since "mm/memory: do not populate page table entries beyond
+ * i_size", inside the file): beyond the [start, end] that
+ * mm_filemap_map_pages gives, up to the folio's ends. Only the folios at
+ * @side (start or end) can reach beyond. Whether this kernel did is read
+ * from the page tables (chunk_mapped_whole()), never assumed.
+ */
+static __always_inline void map_folio_beyond(struct chunk_walk *walk, struct vma_lookup *vma,
+					     __u64 side, __u64 start, __u64 end)
+{
+	unsigned long folio = folio_at(walk->mapping, side);
+	__u64 first = 0, last, nr;
+
+	if (!folio || (nr = folio_pages((const struct folio *)folio)) < 2)
+		return;
+	bpf_probe_read_kernel(&first, sizeof(first), (void *)folio + page_index_offset());
+	last = first + nr - 1;
+	if (first < vma->pgoff || last - vma->pgoff >= (vma->end - vma->start) >> page_shift)
+		return;	/* not inside the VMA: never mapped whole */
+	walk->first = side == start ? first : end + 1;
+	walk->last = side == start ? start - 1 : last;
+	walk->vm_start = vma->start;
+	walk->vm_pgoff = vma->pgoff;
+	walk_chunks(walk);
+}
+
+static __always_inline void page_access_map_whole_folios(struct address_space *mapping,
+							 __u64 start, __u64 end,
+							 struct vma_lookup *vma)
+{
+	struct chunk_walk walk = {};
+
+	start_walk(&walk, mapping, OP_MAPPED_WHOLE, start, end);
+	if (!vma->mapping)
+		bpf_find_vma(current_task(), vma->address, vma_file_page, vma, 0);
+	if (vma->mapping != (__u64)mapping)
+		return;	/* not this thread's fault (a remote GUP): no page tables to read */
+	if (start > 0)
+		map_folio_beyond(&walk, vma, start, start, end);
+	map_folio_beyond(&walk, vma, end, start, end);
 }
 
 /* filemap:mm_filemap_map_pages(mapping, start, end): fault-around. */
@@ -757,8 +877,11 @@ static __always_inline void page_access_map(struct address_space *mapping, __u64
 		}
 	} else if (ta && ta->fault_state == FAULT_RESOLVED && ta->fault_mapping == (__u64)mapping) {
 		walk.fault_index = ta->fault_index;	/* a retry: not mapped "without a fault" */
+		lookup.address = ta->fault_address;	/* its VMA, only if a folio needs it */
 	}
 	walk_chunks(&walk);
+	if (lookup.address)
+		page_access_map_whole_folios(mapping, start, end, &lookup);
 	if (ta && walk.served) {
 		ta->fault_state = FAULT_RESOLVED;
 		ta->fault_mapping = (__u64)mapping;
@@ -816,10 +939,44 @@ static __always_inline void page_access_thread_ends(void)
 		resolve_silent_fault(ta);
 }
 
-static __always_inline void page_access_fault_start(__u64 address)
-{
-	struct thread_access *ta = thread_access(true);
+/*
+ * task->pagefault_disabled as a fault's tracepoint sees it when the kernel
+ * will handle the fault: a user-mode fault always is one. Kernels count
+ * their own pagefault_disable() around tracepoints in it or not (this
+ * VM's 6.18: 1), so it is learnt from user-mode faults, not assumed; -1
+ * until the first.
+ */
+int handled_fault_depth = -1;
 
+/*
+ * A kernel-mode fault taken with page faults disabled beyond that depth
+ * (do_user_addr_fault() gives up on it: faulthandler_disabled()) maps
+ * nothing and is no access of the thread's: bpf_probe_read_user() of
+ * user_page_mapped(), of another tool beside this one (cachestat beside
+ * cachetop, each with a map_pages program of its own), or the kernel's own
+ * nofault reads. Taken for the thread's fault, it replaced the fault in
+ * progress (tests/cachefuzz.py, seeds 6, 602, 703 and 731, cachestat
+ * beside cachetop).
+ */
+static __always_inline bool fault_will_be_handled(bool user_mode)
+{
+	__s32 depth = BPF_CORE_READ(current_task(), pagefault_disabled);
+
+	if (user_mode) {
+		if (depth != handled_fault_depth)
+			handled_fault_depth = depth;
+		return true;
+	}
+	return handled_fault_depth < 0 || depth <= handled_fault_depth;
+}
+
+static __always_inline void page_access_fault_start(__u64 address, bool user_mode)
+{
+	struct thread_access *ta;
+
+	if (!fault_will_be_handled(user_mode))
+		return;
+	ta = thread_access(true);
 	if (!ta)
 		return;
 	resolve_silent_fault(ta);

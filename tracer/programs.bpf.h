@@ -28,10 +28,10 @@ static __always_inline int handle_map_pages(struct address_space *mapping, __u64
 	return 0;
 }
 
-static __always_inline int handle_page_fault(unsigned long address)
+static __always_inline int handle_page_fault(unsigned long address, bool user_mode)
 {
 	if (current_is_traced())
-		page_access_fault_start(address);
+		page_access_fault_start(address, user_mode);
 	return 0;
 }
 
@@ -57,11 +57,11 @@ static __always_inline int handle_sys_enter(struct pt_regs *regs, long id)
 			    handle_map_pages(mapping, start, end),			\
 			    struct address_space *mapping, unsigned long start,		\
 			    unsigned long end)						\
-	TRACEPOINT_PROGRAMS(fault_user, "page_fault_user", handle_page_fault(address),	\
+	TRACEPOINT_PROGRAMS(fault_user, "page_fault_user", handle_page_fault(address, true),	\
 			    unsigned long address, struct pt_regs *regs,		\
 			    unsigned long error_code)					\
 	TRACEPOINT_PROGRAMS(fault_kernel, "page_fault_kernel",				\
-			    handle_page_fault(address), unsigned long address,		\
+			    handle_page_fault(address, false), unsigned long address,		\
 			    struct pt_regs *regs, unsigned long error_code)		\
 	TRACEPOINT_PROGRAMS(read_syscall, "sys_enter", handle_sys_enter(regs, id),	\
 			    struct pt_regs *regs, long id)
