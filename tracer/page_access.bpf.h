@@ -811,13 +811,14 @@ static long vma_file_page(struct task_struct *task, struct vm_area_struct *vma,
  * table (and, since "mm/memory: do not populate page table entries beyond
  * i_size", inside the file): beyond the [start, end] that
  * mm_filemap_map_pages gives, up to the folio's ends. Only the folios at
- * @side (start or end) can reach beyond. Whether this kernel did is read
- * from the page tables (chunk_mapped_whole()), never assumed.
+ * the range's two ends can reach beyond it (@at_start: the one at @start,
+ * else the one at @end). Whether this kernel did is read from the page
+ * tables (chunk_mapped_whole()), never assumed.
  */
 static __always_inline void map_folio_beyond(struct chunk_walk *walk, struct vma_lookup *vma,
-					     __u64 side, __u64 start, __u64 end)
+					     bool at_start, __u64 start, __u64 end)
 {
-	unsigned long folio = folio_at(walk->mapping, side);
+	unsigned long folio = folio_at(walk->mapping, at_start ? start : end);
 	__u64 first = 0, last, nr;
 
 	if (!folio || (nr = folio_pages((const struct folio *)folio)) < 2)
@@ -826,27 +827,29 @@ static __always_inline void map_folio_beyond(struct chunk_walk *walk, struct vma
 	last = first + nr - 1;
 	if (first < vma->pgoff || last - vma->pgoff >= (vma->end - vma->start) >> page_shift)
 		return;	/* not inside the VMA: never mapped whole */
-	walk->first = side == start ? first : end + 1;
-	walk->last = side == start ? start - 1 : last;
+	walk->first = at_start ? first : end + 1;
+	walk->last = at_start ? start - 1 : last;
 	walk->vm_start = vma->start;
 	walk->vm_pgoff = vma->pgoff;
 	walk_chunks(walk);
 }
 
-static __always_inline void page_access_map_whole_folios(struct address_space *mapping,
+/*
+ * After fault-around's own range: @walk is that range's walk, reused (the
+ * 512-byte stack of kernels before v6.13 has no room for a second one).
+ */
+static __always_inline void page_access_map_whole_folios(struct chunk_walk *walk,
 							 __u64 start, __u64 end,
 							 struct vma_lookup *vma)
 {
-	struct chunk_walk walk = {};
-
-	start_walk(&walk, mapping, OP_MAPPED_WHOLE, start, end);
 	if (!vma->mapping)
 		bpf_find_vma(current_task(), vma->address, vma_file_page, vma, 0);
-	if (vma->mapping != (__u64)mapping)
+	if (vma->mapping != (__u64)walk->mapping)
 		return;	/* not this thread's fault (a remote GUP): no page tables to read */
+	walk->op = OP_MAPPED_WHOLE;
 	if (start > 0)
-		map_folio_beyond(&walk, vma, start, start, end);
-	map_folio_beyond(&walk, vma, end, start, end);
+		map_folio_beyond(walk, vma, true, start, end);
+	map_folio_beyond(walk, vma, false, start, end);
 }
 
 /* filemap:mm_filemap_map_pages(mapping, start, end): fault-around. */
@@ -880,14 +883,14 @@ static __always_inline void page_access_map(struct address_space *mapping, __u64
 		lookup.address = ta->fault_address;	/* its VMA, only if a folio needs it */
 	}
 	walk_chunks(&walk);
-	if (lookup.address)
-		page_access_map_whole_folios(mapping, start, end, &lookup);
 	if (ta && walk.served) {
 		ta->fault_state = FAULT_RESOLVED;
 		ta->fault_mapping = (__u64)mapping;
 		ta->fault_index = walk.fault_index;
 		ta->fault_expects_read = 0;
 	}
+	if (lookup.address)
+		page_access_map_whole_folios(&walk, start, end, &lookup);
 }
 
 /* exceptions:page_fault_user/kernel: a new fault starts. */
