@@ -2,8 +2,12 @@
 is booted under qemu (TCG) with virtme-ng, tests/kernels/guest_checks.py
 runs the tools on workloads inside it and records what they did and the
 kernel's ground truth, and the assertions here judge each check, on the host.
+The checks cachefuzz_ext4 and cachefuzz_xfs run tests/cachefuzz.py's random
+scripts in the guest; tests/cachefuzz_check.py compares them here.
 
-Each check of each kernel is one test, with one of three outcomes:
+Each check of each kernel is one test, with one of three outcomes (and
+"known bug", an expected failure: KNOWN_BUGS, or random scripts whose only
+mismatches are the comparator's known open one):
   passed   the tool loaded and its numbers equal the kernel's ground truth;
   refused  the tool exited non-zero before recording anything, saying in
            its error lines only what this kernel lacks; or, for a feature
