@@ -89,21 +89,27 @@ def saved_results(name):
     return None
 
 
-def guest_results(name):
-    """Kernel NAME's results: the first call boots every kernel to run, at
-    most PARALLEL at once, each once with all its checks."""
+def guest_results(name, wanted=()):
+    """Kernel NAME's results: the first call boots every kernel of WANTED
+    (the kernels of the tests selected) and NAME, at most PARALLEL at once,
+    each once with all its checks."""
     if name not in _results and saved_results(name) is not None:
         _results[name] = saved_results(name)
     if name not in _results:
         require_root()
-        if not _booting:
+        if name not in _booting:
             pool = concurrent.futures.ThreadPoolExecutor(max_workers=PARALLEL)
-            for n in NAMES:
-                if saved_results(n) is None:
+            for n in [name, *(n for n in NAMES if n in wanted and n != name)]:
+                if n not in _booting and saved_results(n) is None:
                     _booting[n] = pool.submit(run_guest, n)
             pool.shutdown(wait=False)
         _results[name] = _booting[name].result()
     return _results[name]
+
+
+def selected_kernels(session):
+    return {item.callspec.params["kernel"] for item in session.items
+            if "kernel" in getattr(getattr(item, "callspec", None), "params", {})}
 
 
 def run_guest(name):
@@ -504,8 +510,8 @@ KNOWN_BUGS = {
 
 @pytest.mark.parametrize("kernel,tool,check,judge", CASES,
                          ids=[f"{k}-{tool}-{name}" for k, tool, name, _ in CASES])
-def test_kernel_check(kernel, tool, check, judge):
-    results = guest_results(kernel)
+def test_kernel_check(kernel, tool, check, judge, request):
+    results = guest_results(kernel, selected_kernels(request.session))
     outcomes = _outcomes.setdefault(kernel, {})
     try:
         if "boot_error" in results:
