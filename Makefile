@@ -22,9 +22,11 @@ test: all
 
 # The kernel matrix (docs/kernels.md): Debian's kernels of tests/kernels/list,
 # each booted under qemu, the tools checked inside against the kernel's
-# ground truth; writes docs/kernels.md. KERNELS_TOOLS=DIR checks another
-# tree's built tools; KERNELS="6.1 host" a subset; KERNELS_QUICK="5.10"
-# only loads and one trace there.
+# ground truth, and tests/cachefuzz.py's random scripts (400 a kernel,
+# compared by tests/cachefuzz_check.py); two guests at a time; writes
+# docs/kernels.md. KERNELS_TOOLS=DIR checks another tree's built tools;
+# KERNELS="6.1 host" a subset; KERNELS_QUICK="5.10" only loads, one trace
+# and the random scripts there.
 KERNELS_TOOLS ?= $(CURDIR)/tracer
 test-kernels: all
 	@test -x $(PYTHON) || { echo "make: no $(PYTHON): run scripts/install-deps first" >&2; exit 1; }

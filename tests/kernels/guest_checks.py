@@ -10,7 +10,12 @@ and the kernel's ground truth taken right after: the pages in the page cache
 the sectors the loop device read (/proc/diskstats). The definitions are the
 suite's own: tests/pagecache_util.py and tests/loopimg.py.
 
-    guest_checks.py --tools DIR --out FILE [--only CHECK...]
+The randomized ground truth (tests/cachefuzz.py, docs/tracer.md) runs
+here too, as the checks cachefuzz_ext4 and cachefuzz_xfs: `cachefuzz.py
+run` on its own zram devices, its report and traces beside --out; the host
+compares them (tests/cachefuzz_check.py).
+
+    guest_checks.py --tools DIR --out FILE [--only CHECK...] [--fuzz-seeds FIRST COUNT]
 """
 import argparse
 import contextlib
@@ -34,6 +39,11 @@ READ_AHEAD_KB = 4096          # as tests/test_trace_used.py's big_ra_ext4
 SCATTERED = [i * 1500 + 7 for i in range(10)]       # test_trace_cachetools
 TOUCHED = [i * 2048 + 100 for i in range(8)]        # 8 MiB apart
 PREAD_ROUNDS = 1000           # the host suite's 100,000, cut for TCG
+CACHEFUZZ = os.path.join(TESTS, "cachefuzz.py")
+# Seeds of the randomized scripts: COUNT from FIRST on ext4, the next COUNT
+# on xfs (make test's are 1-100 on both; these are others).
+FUZZ_SEEDS = (1001, 200)
+FUZZ_TIMEOUT = 1500
 META_FILES, META_DIRS = 300, 20
 
 
@@ -54,13 +64,16 @@ def reclaimed_so_far():
 
 
 class Checks:
-    def __init__(self, tools, work):
+    def __init__(self, tools, work, out_dir=None, fuzz_seeds=FUZZ_SEEDS):
         self.tools, self.work = tools, work
+        self.out_dir, self.fuzz_seeds = out_dir, fuzz_seeds
 
     def run(self, tool, *args, timeout=300):
         """One run of TOOL (trace, cachetop, cachestat) from the tools
         directory: what the host needs to judge it."""
-        argv = [os.path.join(self.tools, tool), *args]
+        return self.execute([os.path.join(self.tools, tool), *args], timeout)
+
+    def execute(self, argv, timeout):
         start = time.monotonic()
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, errors="surrogateescape",
@@ -291,12 +304,34 @@ class Checks:
                                      "stderr": err}], "cached": cached_pages(f)}
 
 
+    # --- the randomized ground truth (tests/cachefuzz.py) -----------------
+
+    def cachefuzz(self, fstype, first):
+        """`cachefuzz.py run` over COUNT seeds from FIRST on FSTYPE: its
+        report and the traces stay in the results' directory, for the host
+        to compare (it needs pagetrace waste, from the host's venv)."""
+        count = self.fuzz_seeds[1]
+        report = os.path.join(self.out_dir, f"cachefuzz-{fstype}.json")
+        run = self.execute([sys.executable, CACHEFUZZ, "run", "--seed", str(first),
+                            "--count", str(count), "--fs", fstype, "--tools", self.tools,
+                            "--json", report], FUZZ_TIMEOUT)
+        return {"runs": [run], "fs": fstype, "seeds": [first, first + count - 1],
+                "report": os.path.basename(report) if os.path.exists(report) else None}
+
+    def cachefuzz_ext4(self):
+        return self.cachefuzz("ext4", self.fuzz_seeds[0])
+
+    def cachefuzz_xfs(self):
+        return self.cachefuzz("xfs", self.fuzz_seeds[0] + self.fuzz_seeds[1])
+
+
 TRACE_CHECKS = ["trace_cold_cat", "trace_raw_tp_cold_cat", "trace_scattered_preads", "trace_mmap_faults",
                 "trace_child_and_grandchild", "trace_metadata_ext4", "trace_lost_events"]
 READPAGE_CHECKS = ["readpage_cold_read", "readpage_mmap_faults"]
 CACHE_CHECKS = ["cache_cold_warm_cat", "cache_one_cached_one_cold", "cache_write_evict_read",
                 "cache_scattered_preads", "cache_mmap_touches", "cachestat_cold_read"]
-CHECKS = TRACE_CHECKS + READPAGE_CHECKS + CACHE_CHECKS
+FUZZ_CHECKS = ["cachefuzz_ext4", "cachefuzz_xfs"]
+CHECKS = TRACE_CHECKS + READPAGE_CHECKS + CACHE_CHECKS + FUZZ_CHECKS
 
 
 def kernel_facts():
@@ -319,23 +354,31 @@ def main():
     parser.add_argument("--tools", required=True, help="directory of trace, cachetop, cachestat")
     parser.add_argument("--out", required=True)
     parser.add_argument("--only", nargs="*", default=CHECKS, choices=CHECKS)
+    parser.add_argument("--fuzz-seeds", nargs=2, type=int, default=FUZZ_SEEDS,
+                        metavar=("FIRST", "COUNT"), help="cachefuzz_*: COUNT seeds from "
+                        "FIRST on ext4, the next COUNT on xfs (default %(default)s)")
     args = parser.parse_args()
+    out_dir = os.path.dirname(os.path.abspath(args.out))
     results = {"kernel": kernel_facts(), "checks": {}}
     reclaimed = reclaimed_so_far()
     with work_areas() as mnt:
         for name in args.only:
+            if name in FUZZ_CHECKS and "pages_reclaimed_during_checks" not in results["kernel"]:
+                # The random scripts fill the page cache, and find the pages
+                # reclaimed under them themselves: the other checks' count.
+                results["kernel"].setdefault("pages_reclaimed_during_checks", reclaimed_so_far() - reclaimed)
             work = os.path.join(mnt, name)
             os.makedirs(work)
             start = time.monotonic()
             try:
-                results["checks"][name] = getattr(Checks(args.tools, work), name)()
+                results["checks"][name] = getattr(Checks(args.tools, work, out_dir, args.fuzz_seeds), name)()
             except Exception:
                 results["checks"][name] = {"error": traceback.format_exc()}
             results["checks"][name]["seconds"] = round(time.monotonic() - start, 1)
             print(f"guest_checks: {name}: {results['checks'][name]['seconds']} s",
                   file=sys.stderr, flush=True)
             loopimg.run("rm", "-rf", work)
-    results["kernel"]["pages_reclaimed_during_checks"] = reclaimed_so_far() - reclaimed
+    results["kernel"].setdefault("pages_reclaimed_during_checks", reclaimed_so_far() - reclaimed)
     with open(args.out, "w") as f:
         json.dump(results, f)
 

@@ -2,8 +2,11 @@
 is booted under qemu (TCG) with virtme-ng, tests/kernels/guest_checks.py
 runs the tools on workloads inside it and records what they did and the
 kernel's ground truth, and the assertions here judge each check, on the host.
+The checks cachefuzz_ext4 and cachefuzz_xfs run tests/cachefuzz.py's random
+scripts in the guest; tests/cachefuzz_check.py compares them here.
 
-Each check of each kernel is one test, with one of three outcomes:
+Each check of each kernel is one test, with one of three outcomes (and
+"known bug", an expected failure: KNOWN_BUGS):
   passed   the tool loaded and its numbers equal the kernel's ground truth;
   refused  the tool exited non-zero before recording anything, saying in
            its error lines only what this kernel lacks; or, for a feature
@@ -21,15 +24,24 @@ Environment:
   PAGETRACE_KERNELS        kernel names to run (default: all of the list)
   PAGETRACE_KERNELS_QUICK  kernel names that run only the load-and-one-trace
                            checks (a cold cat, with tp_btf and with raw_tp),
-                           to keep CI within budget
+                           to keep CI within budget, and the randomized
+                           scripts (cachefuzz_ext4, cachefuzz_xfs: a few
+                           minutes, and the issue on the kernels people run)
+  PAGETRACE_KERNELS_FUZZ_SEEDS  "FIRST COUNT": the randomized scripts' seeds,
+                           COUNT from FIRST on ext4, the next COUNT on xfs
+                           (default: guest_checks.FUZZ_SEEDS)
+  PAGETRACE_KERNELS_PARALLEL  guests booted at once (default 2: a guest's
+                           checks are mostly one thread under TCG)
   PAGETRACE_KERNELS_RESULTS  a directory to keep each kernel's raw guest
                            results in (NAME.json), for diagnosis
   PAGETRACE_KERNELS_FROM   judge the results kept there instead of booting
                            (to rework a judgement without a new run)
 """
+import concurrent.futures
 import datetime
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -37,6 +49,8 @@ import tempfile
 
 import pytest
 
+import cachefuzz
+import cachefuzz_check
 from conftest import REPO, require_root
 from trace_oracle import Trace
 
@@ -49,42 +63,110 @@ TOOLS = os.path.abspath(os.environ.get("PAGETRACE_KERNELS_TOOLS", os.path.join(R
 ALL = [k.name for k in kernelvm.kernels()]
 NAMES = (os.environ.get("PAGETRACE_KERNELS") or " ".join(ALL)).split()
 QUICK = set(os.environ.get("PAGETRACE_KERNELS_QUICK", "").split())
-QUICK_CHECKS = ["trace_cold_cat", "trace_raw_tp_cold_cat"]
-GUEST_TIMEOUT = 1800
+QUICK_CHECKS = ["trace_cold_cat", "trace_raw_tp_cold_cat", *guest_checks.FUZZ_CHECKS]
+FUZZ_SEEDS = tuple(int(x) for x in os.environ.get("PAGETRACE_KERNELS_FUZZ_SEEDS", "").split()
+                   ) or guest_checks.FUZZ_SEEDS
+PARALLEL = int(os.environ.get("PAGETRACE_KERNELS_PARALLEL", "2"))
+GUEST_TIMEOUT = 2 * guest_checks.FUZZ_TIMEOUT + 1200
+GUEST_MEMORY = "3G"   # cachefuzz's page cache and zram beside the checks
 
 _results = {}    # kernel name -> guest_checks' JSON
 _outcomes = {}   # kernel name -> {check: (outcome, detail)}
+_booting = {}    # kernel name -> the future of its guest's run
+_started = datetime.datetime.now(datetime.timezone.utc)
 
 
 def checks_of(name):
     return QUICK_CHECKS if name in QUICK else guest_checks.CHECKS
 
 
-def guest_results(name):
-    """Boots kernel NAME once and runs all its checks in it."""
+def saved_results(name):
     saved = os.path.join(os.environ.get("PAGETRACE_KERNELS_FROM", "/nonexistent"), f"{name}.json")
-    if name not in _results and os.path.exists(saved):
+    if os.path.exists(saved):
         with open(saved) as f:
-            _results[name] = json.load(f)
+            return json.load(f)
+    return None
+
+
+def guest_results(name, wanted=()):
+    """Kernel NAME's results: the first call boots every kernel of WANTED
+    (the kernels of the tests selected) and NAME, at most PARALLEL at once,
+    each once with all its checks."""
+    if name not in _results and saved_results(name) is not None:
+        _results[name] = saved_results(name)
     if name not in _results:
         require_root()
-        k = kernelvm.kernel(name)
-        with tempfile.TemporaryDirectory(prefix=f"pagetrace-matrix-{name}-") as scratch:
-            out = os.path.join(scratch, "results.json")
-            result = kernelvm.boot(k, ["/usr/bin/python3", guest_checks.__file__, "--tools", TOOLS,
-                                       "--out", out, "--only", *checks_of(name)],
-                                   scratch, timeout=GUEST_TIMEOUT)
-            keep = os.environ.get("PAGETRACE_KERNELS_RESULTS")
-            if keep and os.path.exists(out):
-                os.makedirs(keep, exist_ok=True)
-                shutil.copyfile(out, os.path.join(keep, f"{name}.json"))
-            if result.returncode != 0 or not os.path.exists(out):
-                _results[name] = {"boot_error": f"exit {result.returncode}: "
-                                  + (result.stderr[-3000:] or result.stdout[-3000:])}
-            else:
-                with open(out) as f:
-                    _results[name] = json.load(f)
+        if name not in _booting:
+            pool = concurrent.futures.ThreadPoolExecutor(max_workers=PARALLEL)
+            for n in [name, *(n for n in NAMES if n in wanted and n != name)]:
+                if n not in _booting and saved_results(n) is None:
+                    _booting[n] = pool.submit(run_guest, n)
+            pool.shutdown(wait=False)
+        _results[name] = _booting[name].result()
     return _results[name]
+
+
+def selected_kernels(session):
+    return {item.callspec.params["kernel"] for item in session.items
+            if "kernel" in getattr(getattr(item, "callspec", None), "params", {})}
+
+
+def run_guest(name):
+    """Boots kernel NAME, runs its checks in it, and compares the
+    randomized scripts' observations (which need the host's venv) while
+    their traces are still there."""
+    k = kernelvm.kernel(name)
+    with tempfile.TemporaryDirectory(prefix=f"pagetrace-matrix-{name}-") as scratch:
+        out = os.path.join(scratch, "results.json")
+        started = datetime.datetime.now()
+        result = kernelvm.boot(k, ["/usr/bin/python3", guest_checks.__file__, "--tools", TOOLS,
+                                   "--out", out, "--fuzz-seeds", *map(str, FUZZ_SEEDS),
+                                   "--only", *checks_of(name)],
+                               scratch, timeout=GUEST_TIMEOUT, memory=GUEST_MEMORY)
+        if result.returncode != 0 or not os.path.exists(out):
+            return {"boot_error": f"exit {result.returncode}: "
+                    + (result.stderr[-3000:] or result.stdout[-3000:])}
+        with open(out) as f:
+            results = json.load(f)
+        results["guest_seconds"] = round((datetime.datetime.now() - started).total_seconds())
+        for check in guest_checks.FUZZ_CHECKS:
+            c = results["checks"].get(check, {})
+            if c.get("report"):
+                c["compared"] = compare_fuzz(os.path.join(scratch, c["report"]))
+        keep = os.environ.get("PAGETRACE_KERNELS_RESULTS")
+        if keep:
+            os.makedirs(keep, exist_ok=True)
+            with open(os.path.join(keep, f"{name}.json"), "w") as f:
+                json.dump(results, f)
+            keep_fuzz(scratch, os.path.join(keep, f"{name}-cachefuzz"))
+        return results
+
+
+def keep_fuzz(scratch, keep):
+    """The guest's cachefuzz reports with their plans, observations and
+    traces, for tests/cachefuzz_check.py to be run on again."""
+    for f in os.listdir(scratch):
+        if not f.startswith("cachefuzz-"):
+            continue
+        os.makedirs(keep, exist_ok=True)
+        if os.path.isdir(os.path.join(scratch, f)):
+            shutil.copytree(os.path.join(scratch, f), os.path.join(keep, f), dirs_exist_ok=True)
+        else:
+            shutil.copyfile(os.path.join(scratch, f), os.path.join(keep, f))
+
+
+def compare_fuzz(report_path):
+    """tests/cachefuzz_check.py on a guest's cachefuzz report: the tally
+    and every mismatch (or why it could not compare)."""
+    try:
+        with open(report_path) as f:
+            report = json.load(f)
+        tally, mismatches = cachefuzz_check.check(report, cachefuzz_check.default_pagetrace(),
+                                                  os.path.dirname(report_path))
+    except (Exception, SystemExit) as e:
+        return {"error": f"cachefuzz_check: {e}"}
+    tally.update(kernel=report["kernel"], left_behind=report.get("left_behind", []))
+    return {"tally": tally, "mismatches": mismatches}
 
 
 class Refused(Exception):
@@ -335,6 +417,57 @@ def judge_cachestat_cold_read(c, results):
     assert samples[0]["misses"] >= 8 * MiB // PAGE
 
 
+# --- the randomized ground truth (tests/cachefuzz.py) -----------------------
+
+# cachefuzz.py run's progress, which a failure's line follows on one line.
+FUZZ_PROGRESS = re.compile(r"^cachefuzz: \w+: seeds \d+-\d+ \.\.\.( [\d.]+ s\n)?", re.M)
+
+
+def replay(kernel, fstype, seed):
+    if kernel == "host":
+        return f"make fuzz-cache SEED={seed}"
+    return (f"tests/kernels/boot {kernel} --memory {GUEST_MEMORY} --scratch /tmp/fz -- python3 "
+            f"$PWD/tests/cachefuzz.py run --seed {seed} --fs {fstype} --tools $PWD/tracer "
+            f"--json /tmp/fz/fuzz.json; tests/cachefuzz_check.py /tmp/fz/fuzz.json")
+
+
+def judge_cachefuzz(c, results):
+    """Every count of every script equal to the kernel's; a refusal of the
+    tools (5.10) is one."""
+    run = c["runs"][0]
+    if not c.get("report"):
+        refusal(dict(run, stderr=FUZZ_PROGRESS.sub("", run["stderr"])))
+        raise AssertionError(f"cachefuzz.py run: exit {run['rc']}: {run['stderr'][-1500:]}")
+    compared = c["compared"]
+    assert "error" not in compared, compared.get("error")
+    tally, mismatches = compared["tally"], compared["mismatches"]
+    seeds = range(c["seeds"][0], c["seeds"][1] + 1)
+    assert tally["scripts"] == len(seeds)
+    # Every file of every script compared, under both tools.
+    assert tally["files"] == 2 * sum(len(cachefuzz.generate(s)["files"]) for s in seeds)
+    summary = (f"seeds {c['seeds'][0]}-{c['seeds'][1]} on {c['fs']}: {tally['scripts']} scripts, "
+               f"{tally['compared']} counts compared, {len(mismatches)} mismatches, "
+               f"{tally['skipped_pages']} undecidable pages "
+               f"skipped in {tally['skipped_files']} of {tally['files']} file runs, "
+               f"dirties of {tally['skipped_dirties']} skipped, {run['seconds']:.0f} s")
+    if mismatches:
+        kernel = results["kernel"]["release"]
+        bad = sorted({m["seed"] for m in mismatches if "seed" in m})
+        lines = [f"{len(mismatches)} mismatches on {kernel}, seeds "
+                 f"{bad or '(cachestat totals)'}: "
+                 + "; ".join(f"{m.get('tool')} {m['count']} expected {m['expected']} "
+                             f"got {m['got']}" for m in mismatches[:3])]
+        lines += ["MISMATCH " + json.dumps(m) for m in mismatches]
+        for seed in bad[:3]:
+            lines += [f"script of seed {seed} (replay: {replay(c['kernel'], c['fs'], seed)}):",
+                      json.dumps(cachefuzz.generate(seed), indent=1)]
+        raise AssertionError("\n".join(lines))
+    return summary
+
+
+judge_cachefuzz_ext4 = judge_cachefuzz_xfs = judge_cachefuzz
+
+
 # (column, guest check, judge): the order of docs/kernels.md's details.
 JUDGED = [("trace", name, globals()["judge_" + name]) for name in guest_checks.TRACE_CHECKS]
 JUDGED += [("readpage", name, globals()["judge_" + name]) for name in guest_checks.READPAGE_CHECKS]
@@ -342,6 +475,7 @@ JUDGED += [(tool, name, globals()[f"judge_{tool}_{name[len('cache_'):]}"])
            for tool in ("used", "cachetop") for name in guest_checks.CACHE_CHECKS
            if name.startswith("cache_")]
 JUDGED += [("cachestat", "cachestat_cold_read", judge_cachestat_cold_read)]
+JUDGED += [("cachefuzz", name, globals()["judge_" + name]) for name in guest_checks.FUZZ_CHECKS]
 CASES = [(k, tool, name, judge) for k in NAMES for tool, name, judge in JUDGED
          if name in checks_of(k)]
 
@@ -367,13 +501,13 @@ KNOWN_BUGS = {
 
 @pytest.mark.parametrize("kernel,tool,check,judge", CASES,
                          ids=[f"{k}-{tool}-{name}" for k, tool, name, _ in CASES])
-def test_kernel_check(kernel, tool, check, judge):
-    results = guest_results(kernel)
+def test_kernel_check(kernel, tool, check, judge, request):
+    results = guest_results(kernel, selected_kernels(request.session))
     outcomes = _outcomes.setdefault(kernel, {})
     try:
         if "boot_error" in results:
             raise AssertionError(f"kernel {kernel}: {results['boot_error']}")
-        c = check_record(results, tool, check)
+        c = dict(check_record(results, tool, check), kernel=kernel)
         exact_ground_truth(results)
         detail = judge(c, results)
     except Refused as e:
@@ -417,6 +551,42 @@ def test_a_load_error_is_a_failure_not_a_refusal():
             loaded(run)
 
 
+def test_cachefuzz_judgement():
+    """The random scripts' judgement: a mismatch fails with its seed, its
+    script and how to replay it; the tools' refusal (5.10's lines, after the
+    runner's progress) is one."""
+    lacks = ("cachefuzz: ext4: seeds 1-2 ...cachefuzz: cachestat: cachestat: kernel lacks "
+             "tracepoint writeback:writeback_dirty_folio, which it needs\n")
+    refused = {"runs": [{"rc": 1, "stdout": "", "stderr": lacks}], "report": None}
+    with pytest.raises(Refused, match="^cachefuzz: cachestat: cachestat: kernel lacks"):
+        judge_cachefuzz(refused, {})
+    crashed = {"runs": [{"rc": 1, "stdout": "", "stderr": lacks + "Traceback\n"}], "report": None}
+    with pytest.raises(AssertionError):
+        judge_cachefuzz(crashed, {})
+    seeds = [1, 2]
+    files = 2 * sum(len(cachefuzz.generate(s)["files"]) for s in seeds)
+    tally = {"scripts": 2, "files": files, "compared": 40, "skipped_pages": 0,
+             "skipped_files": 0, "skipped_dirties": 0}
+    wrong = {"fs": "ext4", "seed": 1, "tool": "cachetop", "count": "hits", "expected": 3,
+             "got": 4}
+
+    def case(mismatches):
+        return {"runs": [{"rc": 0, "stdout": "", "stderr": "", "seconds": 9.0}], "fs": "ext4",
+                "seeds": seeds, "report": "cachefuzz-ext4.json", "kernel": "6.1",
+                "compared": {"tally": dict(tally, mismatches=len(mismatches)),
+                             "mismatches": mismatches}}
+    results = {"kernel": {"release": "6.1.0-50-amd64"}}
+    assert "0 mismatches" in judge_cachefuzz(case([]), results)
+    with pytest.raises(AssertionError) as failed:
+        judge_cachefuzz(case([wrong]), results)
+    said = str(failed.value)
+    assert said.startswith("1 mismatches on 6.1.0-50-amd64, seeds [1]: cachetop hits expected 3 got 4")
+    assert json.dumps(cachefuzz.generate(1), indent=1) in said
+    assert "tests/kernels/boot 6.1 --memory 3G" in said and "--seed 1 --fs ext4" in said
+    with pytest.raises(AssertionError):   # not every script compared
+        judge_cachefuzz(dict(case([]), seeds=[1, 3]), results)
+
+
 @pytest.fixture(scope="module", autouse=True)
 def kernels_doc():
     yield
@@ -427,7 +597,8 @@ def kernels_doc():
 
 
 COLUMNS = [("trace", "`trace`"), ("used", "`trace --used`"), ("cachetop", "`cachetop`"),
-           ("cachestat", "`cachestat`"), ("readpage", "`readpage` (bpftrace)")]
+           ("cachestat", "`cachestat`"), ("readpage", "`readpage` (bpftrace)"),
+           ("cachefuzz", "random scripts (`cachefuzz`)")]
 
 
 def tools_run():
@@ -444,15 +615,53 @@ LOADED_BY = [("trace", "trace_cold_cat"), ("trace", "trace_raw_tp_cold_cat"),
              ("used", "cache_cold_warm_cat")]
 
 
+def fuzz_table(outcomes, results):
+    """The randomized scripts' figures, per kernel and file system."""
+    lines = ["", "## Randomized ground truth", "",
+             "`tests/cachefuzz.py run` in each guest (docs/tracer.md, \"Randomized ground truth\"):",
+             "each script under `cachetop -j -c` (with `cachestat` beside it) and under",
+             "`trace --used`, on a fresh zram file system per tool and batch of 100; its",
+             "observations compared on the host by `tests/cachefuzz_check.py`, exactly.",
+             "A mismatch fails the check.", "",
+             "| kernel | file system | seeds | outcome | counts compared | mismatches "
+             "| undecidable pages skipped (file runs) | dirties skipped | seconds in the guest |",
+             "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |"]
+    rows = 0
+    for name in NAMES:
+        for check in guest_checks.FUZZ_CHECKS:
+            if ("cachefuzz", check) not in outcomes.get(name, {}):
+                continue
+            rows += 1
+            c = results.get(name, {}).get("checks", {}).get(check, {})
+            tally = c.get("compared", {}).get("tally")
+            seeds = "-".join(map(str, c["seeds"])) if "seeds" in c else "?"
+            outcome = outcomes[name]["cachefuzz", check][0]
+            if tally is None:
+                lines.append(f"| {name} | {check.split('_')[1]} | {seeds} | {outcome} "
+                             "| - | - | - | - | - |")
+                continue
+            lines.append(f"| {name} | {c['fs']} | {seeds} | {outcome} | {tally['compared']:,} | "
+                         f"{tally['mismatches']} | "
+                         f"{tally['skipped_pages']:,} ({tally['skipped_files']} of "
+                         f"{tally['files']:,}) | {tally['skipped_dirties']} | "
+                         f"{c['runs'][0]['seconds']:.0f} |")
+    return lines if rows else []
+
+
 def render(outcomes, results):
     """docs/kernels.md from the run's outcomes."""
-    now = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    now = datetime.datetime.now(datetime.timezone.utc)
+    elapsed = int((now - _started).total_seconds())
+    load = " ".join(open("/proc/loadavg").read().split()[:3])
+    now = now.strftime("%Y-%m-%d %H:%M UTC")
     lines = [
         "# Kernels: which tool loads and is exact where",
         "",
         "Generated by `make test-kernels` (tests/kernels/test_kernels.py); do not edit.",
         f"Run {now} on {os.uname().nodename} (host kernel {os.uname().release}, "
         f"{os.cpu_count()} CPUs); the tools run: {tools_run()}.",
+        f"Guests booted {PARALLEL} at a time; from start to this file, "
+        f"{elapsed // 60} min {elapsed % 60} s; load average {load}.",
         "Each kernel is Debian's own package (tests/kernels/list), booted under qemu (TCG) with",
         "virtme-ng; `host` is this machine's kernel, checked directly. A cell counts the checks",
         "that passed (the tool's numbers equal the kernel's ground truth: mincore, cachestat(2)",
@@ -478,9 +687,10 @@ def render(outcomes, results):
                 if t == tool:
                     counts[o] = counts.get(o, 0) + 1
             cells.append(", ".join(f"{n} {o}" for o, n in sorted(counts.items())) or "not run")
-        quick = " (quick: a cold cat, tp_btf and raw_tp)" if name in QUICK else ""
+        quick = " (quick: a cold cat, tp_btf and raw_tp; the random scripts)" if name in QUICK else ""
         lines.append(f"| {name}{quick} | {release} | {'; '.join(loaded_by) or '-'} | "
                      + " | ".join(cells) + " |")
+    lines += fuzz_table(outcomes, results)
     lines += ["", "## Each check", ""]
     for name in NAMES:
         lines.append(f"### {name}")
