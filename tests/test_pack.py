@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+import zlib
 
 import pytest
 
@@ -60,6 +61,30 @@ def test_pack_conformance(name):
     # The writer gives back the very bytes (one writer, one reader).
     with open(path, "rb") as f:
         assert packfile.render(pack) == f.read()
+
+
+def test_launch_reads_range_lines_as_the_reader_does(tmp_path):
+    """launch_prefetch.range_triples, the concurrent prefetch's fast path,
+    gives the reader's ranges for every valid sample, and the reader's
+    refusal for a range line it does not take (checksum made good)."""
+    from pagetrace.tools import launch_prefetch
+    for path in glob.glob(os.path.join(SAMPLES, "*.pack")):
+        data = open(path, "rb").read()
+        try:
+            pack = packfile.parse_bytes(data, path)
+        except packfile.PackError:
+            continue
+        assert launch_prefetch.range_triples(data, path) == [
+            (r.file, r.page, r.pages) for r in pack.ranges], path
+    data = open(os.path.join(SAMPLES, "basic.pack"), "rb").read()
+    body = data[:data.rindex(b"# crc32: ")]
+    for bad, reason in ((b"range 9 0 1 0\n", "file 9 is not listed"),
+                        (b"range 0 0 0 0\n", "a range of 0 pages"),
+                        (b"range 0 0 1 0 range 0 1 1 0\n", "a range line has 4 fields")):
+        broken = body + bad
+        broken += b"# crc32: %08x\n" % zlib.crc32(broken)
+        with pytest.raises(packfile.PackError, match=reason):
+            launch_prefetch.range_triples(broken, "broken.pack")
 
 
 def test_version_error_is_its_own_kind():
@@ -162,7 +187,7 @@ def _evict(pack, mountpoint):
         pagecache_util.evict(f.path)
 
 
-@pytest.mark.parametrize("mode", ["sorted", "concurrent"])
+@pytest.mark.parametrize("mode", ["sorted", "concurrent", "concurrent-window", "planned"])
 def test_launch_prefetches_exactly_the_pack(recorded, mode):
     mountpoint, pack_path, _ = recorded
     pack = packfile.read(pack_path)
@@ -170,15 +195,19 @@ def test_launch_prefetches_exactly_the_pack(recorded, mode):
     files = _image_files(pack, mountpoint)
     assert len(files) == 40
     _evict(pack, mountpoint)
+    # --window: ranges read back before more are asked for, a window of
+    # 8 KiB, smaller than some ranges: nothing more and nothing less read.
+    options = (["--mode", "concurrent", "--window", "8K"] if mode == "concurrent-window"
+               else ["--mode", mode])
     # CMD waits long enough for a concurrent prefetch to end; it reads nothing.
-    done = pagetrace("launch", "--mode", mode, pack_path, "--", "sleep", "1")
+    done = pagetrace("launch", *options, pack_path, "--", "sleep", "1")
     assert done.returncode == 0, done.stderr
     for entry in files:
         expected = _expected_pages(pack, entry)
-        if mode == "concurrent":
+        if mode != "sorted":
             # --verify auto checks the content there: the first page is read.
             expected |= {0}
-        assert cached_since_eviction(entry.path) == expected, entry.path
+        assert cached_since_eviction(entry.path) == expected, (entry.path, done.stderr)
 
 
 def test_launch_exit_status_is_the_commands(recorded):
@@ -559,3 +588,29 @@ def test_prefetch_is_worth_it_only_well_below_the_cold_reads():
     assert (requests, pages) == (7, 1585)
     assert launch.cold_cost(one, [0], 150, 150_000_000, 0) == pytest.approx(100 / 150)
     assert estimate <= launch.WORTH_IT * launch.cold_cost(one, [0], 150, 150_000_000, 0)
+
+
+def test_planned_requests_come_in_first_access_order():
+    """launch --mode planned: the sorted plan's requests (gaps filled,
+    cut at `largest` pages), each placed where the pack first uses a page
+    of it; a request of filled gap only follows the one before it."""
+    from pagetrace.tools import launch_prefetch
+    pack = packfile.Pack(1, 4096, 0, "x", 1, 0,
+                         [packfile.PackFile("/a", "1:1", 1, 8 << 20, 1, 0),
+                          packfile.PackFile("/b", "1:1", 2, 8 << 20, 1, 0)],
+                         [packfile.PackRange(0, 100, 2, 0),   # a: 100-101
+                          packfile.PackRange(1, 0, 1, 1),     # b: 0
+                          packfile.PackRange(0, 0, 3, 2),     # a: 0-2
+                          packfile.PackRange(0, 104, 1, 3),   # a: 104, gap 2
+                          packfile.PackRange(1, 50, 1, 4),    # b: 50, gap 49
+                          packfile.PackRange(0, 1, 1, 5),     # a: 1 again
+                          packfile.PackRange(0, 20, 1, 6)])   # a: 20, gap 17
+    assert launch_prefetch.first_access_plan(pack, [0, 1], 4, 256) == [
+        (0, 100, 5), (1, 0, 1), (0, 0, 3), (1, 50, 1), (0, 20, 1)]
+    # Gaps of up to 20 filled, requests of 8 pages: a 0-20 is cut in three;
+    # 8-15 holds no range's start and follows 0-7; 16-20 holds 20's.
+    assert launch_prefetch.first_access_plan(pack, [0, 1], 20, 8) == [
+        (0, 100, 5), (1, 0, 1), (0, 0, 8), (0, 8, 8), (1, 50, 1), (0, 16, 5)]
+    # File b left out.
+    assert launch_prefetch.first_access_plan(pack, [0], 0, 256) == [
+        (0, 100, 2), (0, 0, 3), (0, 104, 1), (0, 20, 1)]

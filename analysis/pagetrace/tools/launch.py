@@ -31,6 +31,7 @@ import time
 
 from pagetrace import __version__
 from pagetrace.core import packfile
+from pagetrace.tools import launch_prefetch
 from pagetrace.tools.launch_files import (PROG, LaunchError, check_files, content_changed,
                                           say, skipped_line)
 
@@ -46,7 +47,12 @@ SEEKING_DISK = (150, 150_000_000)
 # under riops=150, 2.96 s; 2026-11-25).
 GAP_CANDIDATES = (0, 4, 16, 64, 128, 256, 512, 1024, 2048)
 REQUEST_CANDIDATES = (256,)
-MODES = ("auto", "concurrent", "sorted", "none")
+MODES = ("auto", "concurrent", "planned", "sorted", "none")
+# The modes whose prefetch runs beside CMD, in first-access order.
+BESIDE_MODES = ("concurrent", "planned")
+# planned: at most this much asked for and not yet read, so that CMD's own
+# reads wait behind little of the prefetch in the throttle's queue.
+PLANNED_WINDOW = 1 << 20
 # A sorted prefetch must be estimated at most this share of the start's
 # own cold reads to be worth paying before the start (worth_it).
 WORTH_IT = 0.5
@@ -270,29 +276,25 @@ def find_replay(explicit=None):
     return find_c_tool("replay")
 
 
-def start_concurrent(replay, data, source, keep, window, skipped=None):
-    """replay --prefetch beside CMD, in first-access order. The ranges are
-    parsed, the files' content checked (unless `skipped` is None; the line
-    of skipped files is said then) and the list written in a grandchild
-    (forked twice, so that the replay is nobody's zombie once CMD has
-    replaced this process), so that CMD starts without waiting for them."""
+def start_concurrent(pack, data, source, keep, window, skipped=None, ranges=None):
+    """The prefetch beside CMD, in first-access order (launch_prefetch:
+    posix_fadvise WILLNEED range by range). The files' content is checked
+    (unless `skipped` is None; the line of skipped files is said then) and
+    the ranges read in a grandchild (forked twice, so that it is nobody's
+    zombie once CMD has replaced this process), so that CMD starts without
+    waiting for them."""
     child = os.fork()
     if child == 0:
         try:
             if os.fork() == 0:
-                pack = packfile.parse_bytes(data, source)
                 if skipped is not None:
                     keep = _verify_content(pack, keep, skipped)
                     if skipped:
                         say(skipped_line(skipped, len(pack.files)))
-                if not keep:
-                    os._exit(0)
-                fd = _memfd(list_bytes(plan_ranges(pack, keep), pack.page_size))
-                os.execv(replay, [replay, "--prefetch", "-q",
-                                  *(["--window", window] if window else []),
-                                  f"/proc/self/fd/{fd}"])
+                if keep:
+                    launch_prefetch.prefetch(pack, data, source, keep, window, ranges)
         except Exception as err:  # noqa: BLE001 - the child must not return
-            say(f"warning: the prefetch did not start: {err}")
+            say(f"warning: the prefetch failed: {err}")
         os._exit(0)
     os.waitpid(child, 0)
 
@@ -341,6 +343,14 @@ def age_seconds(text):
     return int(number) * units[unit]
 
 
+def size_bytes(text):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    number, unit = (text[:-1], units[text[-1].upper()]) if text[-1:].upper() in units else (text, 1)
+    if not number.isdigit() or int(number) == 0:
+        raise argparse.ArgumentTypeError("a size in bytes, with K, M or G")
+    return int(number) * unit
+
+
 def build_parser(prog=PROG):
     p = argparse.ArgumentParser(
         prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -353,8 +363,10 @@ def build_parser(prog=PROG):
                    "directory ($PAGETRACE_PACKS, default /var/lib/pagetrace/packs)")
     p.add_argument("--mode", choices=MODES, default="auto",
                    help="auto (default): from the device; concurrent: beside "
-                   "CMD in first-access order; sorted: in disk order before "
-                   "CMD; none: check the pack, prefetch nothing")
+                   "CMD in first-access order; planned: beside CMD in "
+                   "first-access order, in the sorted plan's requests, at "
+                   "most --window (default 1M) queued; sorted: in disk order "
+                   "before CMD; none: check the pack, prefetch nothing")
     p.add_argument("--verify", choices=("auto", "stat", "content"),
                    default="auto", help="stat: device, inode, size, mtime; "
                    "content: also the CRC-32 of each file's first 4 KiB (a "
@@ -365,8 +377,9 @@ def build_parser(prog=PROG):
     p.add_argument("--refine", action="store_true",
                    help="trace this launch (trace --used, root) and add the "
                    "pages it read itself to the pack")
-    p.add_argument("--window", metavar="SIZE",
-                   help="concurrent: at most SIZE bytes queued (replay --window)")
+    p.add_argument("--window", metavar="SIZE", type=size_bytes,
+                   help="concurrent: at most SIZE bytes (K, M, G) asked for "
+                   "and not yet read (default: no limit)")
     p.add_argument("--replay", metavar="PATH", help="the replayer (default: "
                    "replay/replay of the source tree, else pagetrace-replay)")
     p.add_argument("--report", metavar="FILE",
@@ -437,48 +450,52 @@ def prepare(args, command, started):
                         "days: record it again (pagetrace pack, or --refine)")
     mode, cap = args.mode, None
     keep, skipped = check_files(pack)
-    if keep and mode in ("auto", "concurrent", "sorted"):
+    if keep and mode != "none":
         devices = {pack.files[i].dev for i in keep}
         chosen, why, cap = device_mode(devices, pack.request_us)
         if mode == "auto":
             mode = chosen
         report["device"] = why
-    verify = args.verify == "content" or (args.verify == "auto" and mode == "concurrent")
-    if keep and verify and mode != "concurrent":
+    beside = mode in BESIDE_MODES
+    verify = args.verify == "content" or (args.verify == "auto" and beside)
+    if keep and verify and not beside:
         keep = _verify_content(pack, keep, skipped)
     report.update(mode=mode, skipped=skipped, prefetched_files=len(keep))
-    # Concurrent: the content check is the prefetching child's, which says
-    # what it skipped with the rest, so that CMD does not wait for it.
-    if skipped and not (keep and mode == "concurrent" and verify):
+    # Beside the start: the content check is the prefetching child's, which
+    # says what it skipped with the rest, so that CMD does not wait for it.
+    if skipped and not (keep and beside and verify):
         say(skipped_line(skipped, len(pack.files)))
     if not keep or mode == "none":
         report["launch_s"] = time.perf_counter() - started
         return report
-    replay = find_replay(args.replay)
-    if replay is None:
+    replay = None if beside else find_replay(args.replay)
+    if not beside and replay is None:
         return unusable("the replayer is missing (replay/replay: run make; or "
                         "pagetrace-replay: make install; or give --replay)")
-    if not args.quiet:
-        say(f"prefetching {len(keep)} of {len(pack.files)} files, {mode}"
-            + (" beside the start" if mode == "concurrent" else " before the start")
-            + f" ({report.get('device', 'mode given')})")
-    if mode == "concurrent":
-        report["pages"] = None  # counted by the child that writes the list
-        start_concurrent(replay, data, path, keep, args.window,
-                         skipped if verify else None)
-    else:
+    ranges = window = None
+    if mode != "concurrent":
         pack = packfile.parse_bytes(data, path)
-        # Sorted on a device where requests are cheap (--mode sorted):
-        # exactly the pack's pages, in requests of replay's default 1 MiB.
-        gap, largest = sorted_plan(pack, keep, *cap) if cap else (0, 256)
-        if cap and args.mode == "auto" and not worth_it(pack, keep, gap, largest, cap, report):
-            if not args.quiet:
-                say(f"no prefetch: {report['skipped_because']}")
+        gap, largest = _plan(args, pack, keep, cap, report)
+        if gap is None:
             report["launch_s"] = time.perf_counter() - started
             return report
+        if mode == "planned":
+            ranges = launch_prefetch.first_access_plan(pack, keep, gap, largest)
+            window = args.window or PLANNED_WINDOW
+            report.update(pages=sum(r[2] for r in ranges), window=window)
+    if not args.quiet:
+        say(f"prefetching {len(keep)} of {len(pack.files)} files, {mode}"
+            + (" beside the start" if beside else " before the start")
+            + f" ({report.get('device', 'mode given')})")
+    if beside:
+        if mode == "concurrent":
+            report["pages"] = None  # counted by the child that reads them
+            window = args.window
+        start_concurrent(pack, data, path, keep, window,
+                         skipped if verify else None, ranges)
+    else:
         ranges = plan_ranges(pack, keep, gap, merge=True)
-        report.update(pages=sum(r[2] for r in ranges), gap_pages=gap,
-                      max_request_pages=largest)
+        report["pages"] = sum(r[2] for r in ranges)
         problem = run_sorted(replay, _memfd(list_bytes(ranges, pack.page_size)),
                              largest * pack.page_size)
         if problem:
@@ -487,6 +504,20 @@ def prepare(args, command, started):
     report["launch_s"] = time.perf_counter() - started
     report["pack_data"] = pack
     return report
+
+
+def _plan(args, pack, keep, cap, report):
+    """(gap pages to fill, largest request in pages) of the sorted or
+    planned prefetch; (None, None) when it is not worth it (said on one
+    line). On a device where requests are cheap (--mode sorted or
+    planned): exactly the pack's pages, in requests of 1 MiB."""
+    gap, largest = sorted_plan(pack, keep, *cap) if cap else (0, 256)
+    if cap and args.mode == "auto" and not worth_it(pack, keep, gap, largest, cap, report):
+        if not args.quiet:
+            say(f"no prefetch: {report['skipped_because']}")
+        return None, None
+    report.update(gap_pages=gap, max_request_pages=largest)
+    return gap, largest
 
 
 def worth_it(pack, keep, gap, largest, cap, report):
