@@ -24,7 +24,7 @@ from pagecache_util import cached_since_eviction
 
 sys.path.insert(0, os.path.join(REPO, "analysis"))
 from pagetrace.core import packfile, tracefile  # noqa: E402
-from pagetrace.tools import packexport, packrecord, throttle  # noqa: E402
+from pagetrace.tools import launch, packexport, packrecord, throttle  # noqa: E402
 
 PAGETRACE = os.path.join(REPO, "scripts", "pagetrace")
 APP = os.path.join(REPO, "samples", ".output", "startup-app")
@@ -182,12 +182,20 @@ def _expected_pages(pack, entry):
     return {r.page + i for r in pack.ranges if r.file == index for i in range(r.pages)}
 
 
+def _gaps_filled(pages, gap):
+    """`pages` with every gap of at most `gap` pages between two filled."""
+    ordered = sorted(pages)
+    return set(pages).union(*(range(a + 1, b) for a, b in zip(ordered, ordered[1:])
+                              if b - a - 1 <= gap))
+
+
 def _evict(pack, mountpoint):
     for f in _image_files(pack, mountpoint):
         pagecache_util.evict(f.path)
 
 
-@pytest.mark.parametrize("mode", ["sorted", "concurrent", "concurrent-window", "planned"])
+@pytest.mark.parametrize("mode", ["sorted", "concurrent", "concurrent-window", "planned",
+                                  "planned-gap"])
 def test_launch_prefetches_exactly_the_pack(recorded, mode):
     mountpoint, pack_path, _ = recorded
     pack = packfile.read(pack_path)
@@ -197,13 +205,16 @@ def test_launch_prefetches_exactly_the_pack(recorded, mode):
     _evict(pack, mountpoint)
     # --window: ranges read back before more are asked for, a window of
     # 8 KiB, smaller than some ranges: nothing more and nothing less read.
-    options = (["--mode", "concurrent", "--window", "8K"] if mode == "concurrent-window"
-               else ["--mode", mode])
+    options = {"concurrent-window": ["--mode", "concurrent", "--window", "8K"],
+               "planned": ["--mode", "planned", "--gap", "0"],
+               "planned-gap": ["--mode", "planned"]}.get(mode, ["--mode", mode])
     # CMD waits long enough for a concurrent prefetch to end; it reads nothing.
     done = pagetrace("launch", *options, pack_path, "--", "sleep", "1")
     assert done.returncode == 0, done.stderr
     for entry in files:
         expected = _expected_pages(pack, entry)
+        if mode == "planned-gap":
+            expected = _gaps_filled(expected, launch.CHEAP_GAP)
         if mode != "sorted":
             # --verify auto checks the content there: the first page is read.
             expected |= {0}
@@ -556,7 +567,6 @@ def test_sorted_plan_fills_a_gap_only_where_a_request_costs_more():
     """Pages 0-1, 4-5 and 1000 of one file: under 150 IOPS and 150 MB/s
     the 2-page gap is worth filling (a request is 6.7 ms, 8 KiB 0.05 ms),
     the 994-page one is not (4 MB: 27 ms)."""
-    from pagetrace.tools import launch
     pack = packfile.Pack(1, 4096, 0, "x", 1, 0,
                          [packfile.PackFile("/f", "1:1", 1, 8 << 20, 1, 0)],
                          [packfile.PackRange(0, 0, 2, 0), packfile.PackRange(0, 4, 2, 1),
@@ -573,7 +583,6 @@ def test_prefetch_is_worth_it_only_well_below_the_cold_reads():
     as the start does: not worth paying before it. One file of 100 pages
     one in 16: the prefetch fills the gaps and reads 7 MiB in 7 requests,
     where the start without readahead reads 100 times."""
-    from pagetrace.tools import launch
     many = packfile.Pack(1, 4096, 0, "x", 1, 0,
                          [packfile.PackFile(f"/f{i}", "1:1", 1, 4096, 1, 0) for i in range(100)],
                          [packfile.PackRange(i, 0, 1, i) for i in range(100)])

@@ -48,6 +48,11 @@ SEEKING_DISK = (150, 150_000_000)
 GAP_CANDIDATES = (0, 4, 16, 64, 128, 256, 512, 1024, 2048)
 REQUEST_CANDIDATES = (256,)
 MODES = ("auto", "concurrent", "planned", "sorted", "none")
+# The mode auto chooses for each kind of device (device_mode).
+AUTO_MODE = {"cheap": "concurrent", "capped": "sorted", "seeks": "sorted"}
+# planned where requests are cheap: gaps of up to this many pages between
+# ranges filled (with no cap to plan for).
+CHEAP_GAP = 16
 # The modes whose prefetch runs beside CMD, in first-access order.
 BESIDE_MODES = ("concurrent", "planned")
 # planned: at most this much asked for and not yet read, so that CMD's own
@@ -156,14 +161,15 @@ def _limits_in(directory, version, disk, limits):
 
 
 def device_mode(devices, measured=None):
-    """("concurrent" or "sorted", why, (riops, rbps) to plan a sorted
-    prefetch for) for the devices (MAJ:MIN) of the files to prefetch:
-    sorted when one of their disks is capped in read requests per second
-    (blk-throttle on this process's cgroup: the cap), or a random read of
-    it took SEEK_US or more when the pack was made (`measured`, the pack's
-    request-us), or, not measured, it says it is rotational (both planned
-    as SEEKING_DISK)."""
-    cap, reasons, measured = None, [], measured or {}
+    """(kind, why, (riops, rbps) to plan a prefetch for) for the devices
+    (MAJ:MIN) of the files to prefetch. kind: "seeks" when a random read
+    of one of them took SEEK_US or more when the pack was made
+    (`measured`, the pack's request-us) or, not measured, it says it is
+    rotational (planned as SEEKING_DISK unless also capped); "capped" when
+    one of their disks is capped in read requests per second (blk-throttle
+    on this process's cgroup: the cap); "cheap" otherwise (no cap).
+    AUTO_MODE maps the kind to a mode."""
+    cap, reasons, seeks, measured = None, [], False, measured or {}
     for dev in sorted(devices):
         disk = _disk(dev)
         riops, rbps = cgroup_read_limits(disk)
@@ -173,12 +179,14 @@ def device_mode(devices, measured=None):
             reasons.append(f"{disk}: blk-throttle caps reads at {riops}/s")
         elif dev in measured:
             if measured[dev] >= SEEK_US:
+                seeks = True
                 reasons.append(f"{dev}: a random read took {measured[dev]} us")
         elif _sys_int(f"/sys/dev/block/{disk}/queue/rotational") == 1:
+            seeks = True
             reasons.append(f"{disk}: rotational")
     if reasons:
-        return "sorted", "; ".join(reasons), cap or SEEKING_DISK
-    return "concurrent", "requests are cheap (" + ", ".join(
+        return ("seeks" if seeks else "capped"), "; ".join(reasons), cap or SEEKING_DISK
+    return "cheap", "requests are cheap (" + ", ".join(
         f"{d}: {measured[d]} us a random read" if d in measured else f"{d}: not rotational"
         for d in sorted(devices)) + "; no read-IOPS cap)", None
 
@@ -377,6 +385,11 @@ def build_parser(prog=PROG):
     p.add_argument("--refine", action="store_true",
                    help="trace this launch (trace --used, root) and add the "
                    "pages it read itself to the pack")
+    p.add_argument("--gap", metavar="PAGES", type=int,
+                   help="sorted, planned: fill the gaps of up to PAGES pages "
+                   "between a file's ranges (default: what the device's "
+                   "read cap makes cheapest; without a cap, planned %d, "
+                   "sorted 0)" % CHEAP_GAP)
     p.add_argument("--window", metavar="SIZE", type=size_bytes,
                    help="concurrent: at most SIZE bytes (K, M, G) asked for "
                    "and not yet read (default: no limit)")
@@ -452,9 +465,9 @@ def prepare(args, command, started):
     keep, skipped = check_files(pack)
     if keep and mode != "none":
         devices = {pack.files[i].dev for i in keep}
-        chosen, why, cap = device_mode(devices, pack.request_us)
+        kind, why, cap = device_mode(devices, pack.request_us)
         if mode == "auto":
-            mode = chosen
+            mode = AUTO_MODE[kind]
         report["device"] = why
     beside = mode in BESIDE_MODES
     verify = args.verify == "content" or (args.verify == "auto" and beside)
@@ -512,6 +525,10 @@ def _plan(args, pack, keep, cap, report):
     line). On a device where requests are cheap (--mode sorted or
     planned): exactly the pack's pages, in requests of 1 MiB."""
     gap, largest = sorted_plan(pack, keep, *cap) if cap else (0, 256)
+    if args.gap is not None:
+        gap = args.gap
+    elif not cap and args.mode != "sorted":
+        gap = CHEAP_GAP
     if cap and args.mode == "auto" and not worth_it(pack, keep, gap, largest, cap, report):
         if not args.quiet:
             say(f"no prefetch: {report['skipped_because']}")
