@@ -378,7 +378,8 @@ def build_parser(prog=PROG):
     p.add_argument("--verify", choices=("auto", "stat", "content"),
                    default="auto", help="stat: device, inode, size, mtime; "
                    "content: also the CRC-32 of each file's first 4 KiB (a "
-                   "read per file); auto (default): content when concurrent")
+                   "read per file); auto (default): content when beside CMD "
+                   "(concurrent, planned)")
     p.add_argument("--max-age", type=age_seconds, default=DEFAULT_MAX_AGE,
                    metavar="AGE", help="a pack older than AGE (s, m, h, d; "
                    "default 30d) is not used")
@@ -391,8 +392,9 @@ def build_parser(prog=PROG):
                    "read cap makes cheapest; without a cap, planned %d, "
                    "sorted 0)" % CHEAP_GAP)
     p.add_argument("--window", metavar="SIZE", type=size_bytes,
-                   help="concurrent: at most SIZE bytes (K, M, G) asked for "
-                   "and not yet read (default: no limit)")
+                   help="concurrent, planned: at most SIZE bytes (K, M, G) "
+                   "asked for and not yet read (default: concurrent no "
+                   "limit, planned 1M)")
     p.add_argument("--replay", metavar="PATH", help="the replayer (default: "
                    "replay/replay of the source tree, else pagetrace-replay)")
     p.add_argument("--report", metavar="FILE",
