@@ -111,6 +111,30 @@ def _trace(tmp_path, name, lines):
     return tracefile.read(str(path))
 
 
+def test_compile_preloads_adds_the_forced_readahead_pages(tmp_path):
+    """pack --preloads: the pages the program read ahead itself (cause
+    forced_ra), used or not, at the time of their read; not without it."""
+    a = tmp_path / "a"
+    a.write_bytes(b"A" * 40960)
+    text = ("# pagetrace-format: 2\n# page-size: 4096\n"
+            "# columns: timestamp_us path offset kind pid tid comm cause dev ino\n"
+            "# records: read access map\n"
+            f"100 {a} 0 read 1 1 app fault 7:0 12\n"
+            f"100 {a} 0 access 1 1 app fault 7:0 12\n"
+            f"200 {a} 16384 read 1 1 app forced_ra 7:0 12\n"
+            f"200 {a} 20480 read 1 1 app forced_ra 7:0 12\n"
+            f"300 {a} 20480 access 1 1 app fault 7:0 12\n"
+            f"400 {a} 32768 read 1 1 app sync_ra 7:0 12\n")
+    (tmp_path / "r.log").write_text(text)
+    trace = tracefile.read(str(tmp_path / "r.log"))
+    plain = packrecord.compile_pack([trace], "app", 0)
+    assert [(r.page, r.pages, r.ts_us) for r in plain.ranges] == [(0, 1, 0), (5, 1, 200)]
+    pre = packrecord.compile_pack([trace], "app", 0, preloads=True)
+    # Page 4, read ahead at 200 and never used, comes in; page 5 (used at
+    # 300) joins its range; page 8, read by readahead the kernel chose, not.
+    assert [(r.page, r.pages, r.ts_us) for r in pre.ranges] == [(0, 1, 0), (4, 2, 100)]
+
+
 def test_compile_groups_used_pages_in_first_access_order(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     a.write_bytes(b"A" * 40960)
