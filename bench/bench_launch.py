@@ -7,16 +7,18 @@ device profiles, one startup-bench run per application and device. The
 goals: launched recovers at least 85% of the I/O cost and neither launched
 nor launched-stale is slower than selectively cold, on every device.
 
-Applications: headless firefox-esr (skipped, with one line, when it is not
-installed) and this checkout's venv Python importing pandas and
-matplotlib.pyplot (759 files: shared libraries, .py and .pyc).
+Applications: headless firefox-esr and headless chromium taking a
+screenshot of about:blank (each skipped, with one line, when it is not
+installed), and (--apps pandas) this checkout's venv Python importing
+pandas and matplotlib.pyplot (759 files: shared libraries, .py and .pyc),
+whose I/O cost was too small to resolve on the machine's disk.
 
 USAGE
   sudo .venv/bin/python bench/bench_launch.py [-n RUNS] [--dir DIR] [--devices LIST]
 
 EXAMPLES
   sudo .venv/bin/python bench/bench_launch.py -n 20
-  sudo .venv/bin/python bench/bench_launch.py -n 5 --devices none --apps pandas
+  sudo .venv/bin/python bench/bench_launch.py -n 5 --devices none --apps chromium
 """
 import argparse
 import os
@@ -33,11 +35,15 @@ GAIN = re.compile(r"^(launched\S*) \(total\) vs selective: ([-+\d.]+)% \(95% CI 
 
 
 def apps(work):
-    firefox = work / "firefox"
+    firefox, chromium = work / "firefox", work / "chromium"
     return {
         "firefox": ["firefox-esr", "--headless", "--no-remote", "--profile",
                     str(firefox / "profile"), "--screenshot",
                     str(firefox / "s.png"), "about:blank"],
+        # --no-sandbox: chromium refuses to run as root without it.
+        "chromium": ["chromium", "--headless", "--no-sandbox",
+                     f"--user-data-dir={chromium / 'profile'}",
+                     f"--screenshot={chromium / 's.png'}", "about:blank"],
         "pandas": [str(TOP / ".venv" / "bin" / "python"), "-c",
                    "import pandas, matplotlib.pyplot"]}
 
@@ -46,7 +52,7 @@ def prepare(name, command, out, env):
     """A fresh firefox profile (one untimed start), a cold trace for the
     files to evict, and the pack with pagetrace pack's defaults."""
     out.mkdir(parents=True, exist_ok=True)
-    if name == "firefox":
+    if name in ("firefox", "chromium"):
         shutil.rmtree(out / "profile", ignore_errors=True)
         (out / "profile").mkdir()
         subprocess.run(command, env=env, capture_output=True, check=True)
@@ -81,7 +87,8 @@ def main():
     parser.add_argument("--dir", default="/var/tmp/pagetrace-bench/launch", help="work directory")
     parser.add_argument("--devices", default="none,cloud-3000,hdd-150",
                         help="none (the machine's disk) and device profiles")
-    parser.add_argument("--apps", default="firefox,pandas")
+    parser.add_argument("--apps", default="firefox,chromium",
+                        help="firefox, chromium, pandas (default firefox,chromium)")
     args = parser.parse_args()
     work = pathlib.Path(args.dir)
     env = dict(os.environ, HOME=str(work / "firefox"))

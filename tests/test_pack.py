@@ -13,6 +13,7 @@ import os
 import subprocess
 import sys
 import time
+import zlib
 
 import pytest
 
@@ -23,7 +24,7 @@ from pagecache_util import cached_since_eviction
 
 sys.path.insert(0, os.path.join(REPO, "analysis"))
 from pagetrace.core import packfile, tracefile  # noqa: E402
-from pagetrace.tools import packexport, packrecord, throttle  # noqa: E402
+from pagetrace.tools import launch, packexport, packrecord, throttle  # noqa: E402
 
 PAGETRACE = os.path.join(REPO, "scripts", "pagetrace")
 APP = os.path.join(REPO, "samples", ".output", "startup-app")
@@ -62,6 +63,29 @@ def test_pack_conformance(name):
         assert packfile.render(pack) == f.read()
 
 
+def test_launch_reads_range_lines_as_the_reader_does(tmp_path):
+    """packfile.range_triples, the concurrent prefetch's fast path,
+    gives the reader's ranges for every valid sample, and the reader's
+    refusal for a range line it does not take (checksum made good)."""
+    for path in glob.glob(os.path.join(SAMPLES, "*.pack")):
+        data = open(path, "rb").read()
+        try:
+            pack = packfile.parse_bytes(data, path)
+        except packfile.PackError:
+            continue
+        assert packfile.range_triples(data, path) == [
+            (r.file, r.page, r.pages) for r in pack.ranges], path
+    data = open(os.path.join(SAMPLES, "basic.pack"), "rb").read()
+    body = data[:data.rindex(b"# crc32: ")]
+    for bad, reason in ((b"range 9 0 1 0\n", "file 9 is not listed"),
+                        (b"range 0 0 0 0\n", "a range of 0 pages"),
+                        (b"range 0 0 1 0 range 0 1 1 0\n", "a range line has 4 fields")):
+        broken = body + bad
+        broken += b"# crc32: %08x\n" % zlib.crc32(broken)
+        with pytest.raises(packfile.PackError, match=reason):
+            packfile.range_triples(broken, "broken.pack")
+
+
 def test_version_error_is_its_own_kind():
     with pytest.raises(packfile.PackVersionError):
         packfile.read(os.path.join(SAMPLES, "version-2.pack"))
@@ -84,6 +108,30 @@ def _trace(tmp_path, name, lines):
     path = tmp_path / name
     path.write_text(text)
     return tracefile.read(str(path))
+
+
+def test_compile_preloads_adds_the_forced_readahead_pages(tmp_path):
+    """pack --preloads: the pages the program read ahead itself (cause
+    forced_ra), used or not, at the time of their read; not without it."""
+    a = tmp_path / "a"
+    a.write_bytes(b"A" * 40960)
+    text = ("# pagetrace-format: 2\n# page-size: 4096\n"
+            "# columns: timestamp_us path offset kind pid tid comm cause dev ino\n"
+            "# records: read access map\n"
+            f"100 {a} 0 read 1 1 app fault 7:0 12\n"
+            f"100 {a} 0 access 1 1 app fault 7:0 12\n"
+            f"200 {a} 16384 read 1 1 app forced_ra 7:0 12\n"
+            f"200 {a} 20480 read 1 1 app forced_ra 7:0 12\n"
+            f"300 {a} 20480 access 1 1 app fault 7:0 12\n"
+            f"400 {a} 32768 read 1 1 app sync_ra 7:0 12\n")
+    (tmp_path / "r.log").write_text(text)
+    trace = tracefile.read(str(tmp_path / "r.log"))
+    plain = packrecord.compile_pack([trace], "app", 0)
+    assert [(r.page, r.pages, r.ts_us) for r in plain.ranges] == [(0, 1, 0), (5, 1, 200)]
+    pre = packrecord.compile_pack([trace], "app", 0, preloads=True)
+    # Page 4, read ahead at 200 and never used, comes in; page 5 (used at
+    # 300) joins its range; page 8, read by readahead the kernel chose, not.
+    assert [(r.page, r.pages, r.ts_us) for r in pre.ranges] == [(0, 1, 0), (4, 2, 100)]
 
 
 def test_compile_groups_used_pages_in_first_access_order(tmp_path):
@@ -157,12 +205,20 @@ def _expected_pages(pack, entry):
     return {r.page + i for r in pack.ranges if r.file == index for i in range(r.pages)}
 
 
+def _gaps_filled(pages, gap):
+    """`pages` with every gap of at most `gap` pages between two filled."""
+    ordered = sorted(pages)
+    return set(pages).union(*(range(a + 1, b) for a, b in zip(ordered, ordered[1:])
+                              if b - a - 1 <= gap))
+
+
 def _evict(pack, mountpoint):
     for f in _image_files(pack, mountpoint):
         pagecache_util.evict(f.path)
 
 
-@pytest.mark.parametrize("mode", ["sorted", "concurrent"])
+@pytest.mark.parametrize("mode", ["sorted", "concurrent", "concurrent-window", "planned",
+                                  "planned-gap"])
 def test_launch_prefetches_exactly_the_pack(recorded, mode):
     mountpoint, pack_path, _ = recorded
     pack = packfile.read(pack_path)
@@ -170,15 +226,22 @@ def test_launch_prefetches_exactly_the_pack(recorded, mode):
     files = _image_files(pack, mountpoint)
     assert len(files) == 40
     _evict(pack, mountpoint)
+    # --window: ranges read back before more are asked for, a window of
+    # 8 KiB, smaller than some ranges: nothing more and nothing less read.
+    options = {"concurrent-window": ["--mode", "concurrent", "--window", "8K"],
+               "planned": ["--mode", "planned", "--gap", "0"],
+               "planned-gap": ["--mode", "planned"]}.get(mode, ["--mode", mode])
     # CMD waits long enough for a concurrent prefetch to end; it reads nothing.
-    done = pagetrace("launch", "--mode", mode, pack_path, "--", "sleep", "1")
+    done = pagetrace("launch", *options, pack_path, "--", "sleep", "1")
     assert done.returncode == 0, done.stderr
     for entry in files:
         expected = _expected_pages(pack, entry)
-        if mode == "concurrent":
+        if mode == "planned-gap":
+            expected = _gaps_filled(expected, launch.CHEAP_GAP)
+        if mode != "sorted":
             # --verify auto checks the content there: the first page is read.
             expected |= {0}
-        assert cached_since_eviction(entry.path) == expected, entry.path
+        assert cached_since_eviction(entry.path) == expected, (entry.path, done.stderr)
 
 
 def test_launch_exit_status_is_the_commands(recorded):
@@ -527,7 +590,6 @@ def test_sorted_plan_fills_a_gap_only_where_a_request_costs_more():
     """Pages 0-1, 4-5 and 1000 of one file: under 150 IOPS and 150 MB/s
     the 2-page gap is worth filling (a request is 6.7 ms, 8 KiB 0.05 ms),
     the 994-page one is not (4 MB: 27 ms)."""
-    from pagetrace.tools import launch
     pack = packfile.Pack(1, 4096, 0, "x", 1, 0,
                          [packfile.PackFile("/f", "1:1", 1, 8 << 20, 1, 0)],
                          [packfile.PackRange(0, 0, 2, 0), packfile.PackRange(0, 4, 2, 1),
@@ -544,7 +606,6 @@ def test_prefetch_is_worth_it_only_well_below_the_cold_reads():
     as the start does: not worth paying before it. One file of 100 pages
     one in 16: the prefetch fills the gaps and reads 7 MiB in 7 requests,
     where the start without readahead reads 100 times."""
-    from pagetrace.tools import launch
     many = packfile.Pack(1, 4096, 0, "x", 1, 0,
                          [packfile.PackFile(f"/f{i}", "1:1", 1, 4096, 1, 0) for i in range(100)],
                          [packfile.PackRange(i, 0, 1, i) for i in range(100)])
@@ -559,3 +620,29 @@ def test_prefetch_is_worth_it_only_well_below_the_cold_reads():
     assert (requests, pages) == (7, 1585)
     assert launch.cold_cost(one, [0], 150, 150_000_000, 0) == pytest.approx(100 / 150)
     assert estimate <= launch.WORTH_IT * launch.cold_cost(one, [0], 150, 150_000_000, 0)
+
+
+def test_planned_requests_come_in_first_access_order():
+    """launch --mode planned: the sorted plan's requests (gaps filled,
+    cut at `largest` pages), each placed where the pack first uses a page
+    of it; a request of filled gap only follows the one before it."""
+    from pagetrace.tools import launch_prefetch
+    pack = packfile.Pack(1, 4096, 0, "x", 1, 0,
+                         [packfile.PackFile("/a", "1:1", 1, 8 << 20, 1, 0),
+                          packfile.PackFile("/b", "1:1", 2, 8 << 20, 1, 0)],
+                         [packfile.PackRange(0, 100, 2, 0),   # a: 100-101
+                          packfile.PackRange(1, 0, 1, 1),     # b: 0
+                          packfile.PackRange(0, 0, 3, 2),     # a: 0-2
+                          packfile.PackRange(0, 104, 1, 3),   # a: 104, gap 2
+                          packfile.PackRange(1, 50, 1, 4),    # b: 50, gap 49
+                          packfile.PackRange(0, 1, 1, 5),     # a: 1 again
+                          packfile.PackRange(0, 20, 1, 6)])   # a: 20, gap 17
+    assert launch_prefetch.first_access_plan(pack, [0, 1], 4, 256) == [
+        (0, 100, 5), (1, 0, 1), (0, 0, 3), (1, 50, 1), (0, 20, 1)]
+    # Gaps of up to 20 filled, requests of 8 pages: a 0-20 is cut in three;
+    # 8-15 holds no range's start and follows 0-7; 16-20 holds 20's.
+    assert launch_prefetch.first_access_plan(pack, [0, 1], 20, 8) == [
+        (0, 100, 5), (1, 0, 1), (0, 0, 8), (0, 8, 8), (1, 50, 1), (0, 16, 5)]
+    # File b left out.
+    assert launch_prefetch.first_access_plan(pack, [0], 0, 256) == [
+        (0, 100, 2), (0, 0, 3), (0, 104, 1), (0, 20, 1)]

@@ -4,8 +4,6 @@ places in the layers: `import pagetrace.cache` gives pagetrace.tools.pagecache
 itself, the same module object, so that patching one patches the other.
 New code imports the layered paths (docs/architecture.md)."""
 import importlib
-import importlib.abc
-import importlib.util
 import sys
 
 # old name under pagetrace -> the module that now owns it
@@ -37,12 +35,16 @@ MOVED = {
 }
 
 
-class _OldPath(importlib.abc.MetaPathFinder, importlib.abc.Loader):
-    """Finds `pagetrace.OLD` and loads it as the module it moved to."""
+class _OldPath:
+    """Finds `pagetrace.OLD` and loads it as the module it moved to (a
+    meta path finder and loader by their methods: importlib.abc and
+    importlib.util cost 19 ms at every start of `pagetrace launch`, which
+    delays the prefetch and the command)."""
 
     def find_spec(self, fullname, path=None, target=None):
         package, _, name = fullname.rpartition(".")
         if package == "pagetrace" and name in MOVED:
+            import importlib.util
             return importlib.util.spec_from_loader(fullname, self)
         return None
 

@@ -311,6 +311,33 @@ def _ranges(lines, first_no, files):
     return found
 
 
+# One range line, anchored at both ends of its line: a line that does not
+# match exactly is not counted, so a count short of the lines means the
+# section is not what the writer writes (parse_bytes then says why).
+_RANGE_LINE = re.compile(rb"^range (\d+) (\d+) (\d+) \d+$", re.M)
+
+
+def range_triples(data, source="<bytes>"):
+    """[(file, page, pages)] of the range lines of pack bytes `data`, in
+    their order, for `pagetrace launch`'s prefetch beside the start: by one
+    regular expression over the section (6 ms for firefox-esr's 11,000
+    ranges, against 12 ms for parse_bytes' Ranges); when a line is not a
+    well-formed range of a listed file, parse_bytes gives its PackError.
+    The checksum is the caller's to have checked (parse_bytes(ranges=False))."""
+    start = data.find(b"\nrange ") + 1
+    if start == 0:
+        return []
+    end = data.rfind(b"\n", 0, len(data) - 1) + 1
+    files = data.count(b"\nfile ", 0, start)
+    section = data[start:end]
+    found = [(int(f), int(p), int(n)) for f, p, n in _RANGE_LINE.findall(section)]
+    if (len(found) != section.count(b"\n")
+            or any(f >= files or n == 0 for f, _, n in found)):
+        return [(r.file, r.page, r.pages)
+                for r in parse_bytes(data, source).ranges]
+    return found
+
+
 def load(path):
     """The bytes of pack file `path` (PackError when it cannot be read)."""
     try:

@@ -31,6 +31,7 @@ import time
 
 from pagetrace import __version__
 from pagetrace.core import packfile
+from pagetrace.tools import launch_prefetch
 from pagetrace.tools.launch_files import (PROG, LaunchError, check_files, content_changed,
                                           say, skipped_line)
 
@@ -46,7 +47,17 @@ SEEKING_DISK = (150, 150_000_000)
 # under riops=150, 2.96 s; 2026-11-25).
 GAP_CANDIDATES = (0, 4, 16, 64, 128, 256, 512, 1024, 2048)
 REQUEST_CANDIDATES = (256,)
-MODES = ("auto", "concurrent", "sorted", "none")
+MODES = ("auto", "concurrent", "planned", "sorted", "none")
+# The mode auto chooses for each kind of device (device_mode).
+AUTO_MODE = {"cheap": "concurrent", "capped": "sorted", "seeks": "sorted"}
+# planned where requests are cheap: gaps of up to this many pages between
+# ranges filled (with no cap to plan for).
+CHEAP_GAP = 16
+# The modes whose prefetch runs beside CMD, in first-access order.
+BESIDE_MODES = ("concurrent", "planned")
+# planned: at most this much asked for and not yet read, so that CMD's own
+# reads wait behind little of the prefetch in the throttle's queue.
+PLANNED_WINDOW = 1 << 20
 # A sorted prefetch must be estimated at most this share of the start's
 # own cold reads to be worth paying before the start (worth_it).
 WORTH_IT = 0.5
@@ -150,14 +161,15 @@ def _limits_in(directory, version, disk, limits):
 
 
 def device_mode(devices, measured=None):
-    """("concurrent" or "sorted", why, (riops, rbps) to plan a sorted
-    prefetch for) for the devices (MAJ:MIN) of the files to prefetch:
-    sorted when one of their disks is capped in read requests per second
-    (blk-throttle on this process's cgroup: the cap), or a random read of
-    it took SEEK_US or more when the pack was made (`measured`, the pack's
-    request-us), or, not measured, it says it is rotational (both planned
-    as SEEKING_DISK)."""
-    cap, reasons, measured = None, [], measured or {}
+    """(kind, why, (riops, rbps) to plan a prefetch for) for the devices
+    (MAJ:MIN) of the files to prefetch. kind: "seeks" when a random read
+    of one of them took SEEK_US or more when the pack was made
+    (`measured`, the pack's request-us) or, not measured, it says it is
+    rotational (planned as SEEKING_DISK unless also capped); "capped" when
+    one of their disks is capped in read requests per second (blk-throttle
+    on this process's cgroup: the cap); "cheap" otherwise (no cap).
+    AUTO_MODE maps the kind to a mode."""
+    cap, reasons, seeks, measured = None, [], False, measured or {}
     for dev in sorted(devices):
         disk = _disk(dev)
         riops, rbps = cgroup_read_limits(disk)
@@ -167,12 +179,14 @@ def device_mode(devices, measured=None):
             reasons.append(f"{disk}: blk-throttle caps reads at {riops}/s")
         elif dev in measured:
             if measured[dev] >= SEEK_US:
+                seeks = True
                 reasons.append(f"{dev}: a random read took {measured[dev]} us")
         elif _sys_int(f"/sys/dev/block/{disk}/queue/rotational") == 1:
+            seeks = True
             reasons.append(f"{disk}: rotational")
     if reasons:
-        return "sorted", "; ".join(reasons), cap or SEEKING_DISK
-    return "concurrent", "requests are cheap (" + ", ".join(
+        return ("seeks" if seeks else "capped"), "; ".join(reasons), cap or SEEKING_DISK
+    return "cheap", "requests are cheap (" + ", ".join(
         f"{d}: {measured[d]} us a random read" if d in measured else f"{d}: not rotational"
         for d in sorted(devices)) + "; no read-IOPS cap)", None
 
@@ -270,29 +284,25 @@ def find_replay(explicit=None):
     return find_c_tool("replay")
 
 
-def start_concurrent(replay, data, source, keep, window, skipped=None):
-    """replay --prefetch beside CMD, in first-access order. The ranges are
-    parsed, the files' content checked (unless `skipped` is None; the line
-    of skipped files is said then) and the list written in a grandchild
-    (forked twice, so that the replay is nobody's zombie once CMD has
-    replaced this process), so that CMD starts without waiting for them."""
+def start_concurrent(pack, data, source, keep, window, skipped=None, ranges=None):
+    """The prefetch beside CMD, in first-access order (launch_prefetch:
+    posix_fadvise WILLNEED range by range). The files' content is checked
+    (unless `skipped` is None; the line of skipped files is said then) and
+    the ranges read in a grandchild (forked twice, so that it is nobody's
+    zombie once CMD has replaced this process), so that CMD starts without
+    waiting for them."""
     child = os.fork()
     if child == 0:
         try:
             if os.fork() == 0:
-                pack = packfile.parse_bytes(data, source)
                 if skipped is not None:
                     keep = _verify_content(pack, keep, skipped)
                     if skipped:
                         say(skipped_line(skipped, len(pack.files)))
-                if not keep:
-                    os._exit(0)
-                fd = _memfd(list_bytes(plan_ranges(pack, keep), pack.page_size))
-                os.execv(replay, [replay, "--prefetch", "-q",
-                                  *(["--window", window] if window else []),
-                                  f"/proc/self/fd/{fd}"])
+                if keep:
+                    launch_prefetch.prefetch(pack, data, source, keep, window, ranges)
         except Exception as err:  # noqa: BLE001 - the child must not return
-            say(f"warning: the prefetch did not start: {err}")
+            say(f"warning: the prefetch failed: {err}")
         os._exit(0)
     os.waitpid(child, 0)
 
@@ -341,6 +351,14 @@ def age_seconds(text):
     return int(number) * units[unit]
 
 
+def size_bytes(text):
+    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
+    number, unit = (text[:-1], units[text[-1].upper()]) if text[-1:].upper() in units else (text, 1)
+    if not number.isdigit() or int(number) == 0:
+        raise argparse.ArgumentTypeError("a size in bytes, with K, M or G")
+    return int(number) * unit
+
+
 def build_parser(prog=PROG):
     p = argparse.ArgumentParser(
         prog=prog, formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -353,20 +371,30 @@ def build_parser(prog=PROG):
                    "directory ($PAGETRACE_PACKS, default /var/lib/pagetrace/packs)")
     p.add_argument("--mode", choices=MODES, default="auto",
                    help="auto (default): from the device; concurrent: beside "
-                   "CMD in first-access order; sorted: in disk order before "
-                   "CMD; none: check the pack, prefetch nothing")
+                   "CMD in first-access order; planned: beside CMD in "
+                   "first-access order, in the sorted plan's requests, at "
+                   "most --window (default 1M) queued; sorted: in disk order "
+                   "before CMD; none: check the pack, prefetch nothing")
     p.add_argument("--verify", choices=("auto", "stat", "content"),
                    default="auto", help="stat: device, inode, size, mtime; "
                    "content: also the CRC-32 of each file's first 4 KiB (a "
-                   "read per file); auto (default): content when concurrent")
+                   "read per file); auto (default): content when beside CMD "
+                   "(concurrent, planned)")
     p.add_argument("--max-age", type=age_seconds, default=DEFAULT_MAX_AGE,
                    metavar="AGE", help="a pack older than AGE (s, m, h, d; "
                    "default 30d) is not used")
     p.add_argument("--refine", action="store_true",
                    help="trace this launch (trace --used, root) and add the "
                    "pages it read itself to the pack")
-    p.add_argument("--window", metavar="SIZE",
-                   help="concurrent: at most SIZE bytes queued (replay --window)")
+    p.add_argument("--gap", metavar="PAGES", type=int,
+                   help="sorted, planned: fill the gaps of up to PAGES pages "
+                   "between a file's ranges (default: what the device's "
+                   "read cap makes cheapest; without a cap, planned %d, "
+                   "sorted 0)" % CHEAP_GAP)
+    p.add_argument("--window", metavar="SIZE", type=size_bytes,
+                   help="concurrent, planned: at most SIZE bytes (K, M, G) "
+                   "asked for and not yet read (default: concurrent no "
+                   "limit, planned 1M)")
     p.add_argument("--replay", metavar="PATH", help="the replayer (default: "
                    "replay/replay of the source tree, else pagetrace-replay)")
     p.add_argument("--report", metavar="FILE",
@@ -437,48 +465,52 @@ def prepare(args, command, started):
                         "days: record it again (pagetrace pack, or --refine)")
     mode, cap = args.mode, None
     keep, skipped = check_files(pack)
-    if keep and mode in ("auto", "concurrent", "sorted"):
+    if keep and mode != "none":
         devices = {pack.files[i].dev for i in keep}
-        chosen, why, cap = device_mode(devices, pack.request_us)
+        kind, why, cap = device_mode(devices, pack.request_us)
         if mode == "auto":
-            mode = chosen
+            mode = AUTO_MODE[kind]
         report["device"] = why
-    verify = args.verify == "content" or (args.verify == "auto" and mode == "concurrent")
-    if keep and verify and mode != "concurrent":
+    beside = mode in BESIDE_MODES
+    verify = args.verify == "content" or (args.verify == "auto" and beside)
+    if keep and verify and not beside:
         keep = _verify_content(pack, keep, skipped)
     report.update(mode=mode, skipped=skipped, prefetched_files=len(keep))
-    # Concurrent: the content check is the prefetching child's, which says
-    # what it skipped with the rest, so that CMD does not wait for it.
-    if skipped and not (keep and mode == "concurrent" and verify):
+    # Beside the start: the content check is the prefetching child's, which
+    # says what it skipped with the rest, so that CMD does not wait for it.
+    if skipped and not (keep and beside and verify):
         say(skipped_line(skipped, len(pack.files)))
     if not keep or mode == "none":
         report["launch_s"] = time.perf_counter() - started
         return report
-    replay = find_replay(args.replay)
-    if replay is None:
+    replay = None if beside else find_replay(args.replay)
+    if not beside and replay is None:
         return unusable("the replayer is missing (replay/replay: run make; or "
                         "pagetrace-replay: make install; or give --replay)")
-    if not args.quiet:
-        say(f"prefetching {len(keep)} of {len(pack.files)} files, {mode}"
-            + (" beside the start" if mode == "concurrent" else " before the start")
-            + f" ({report.get('device', 'mode given')})")
-    if mode == "concurrent":
-        report["pages"] = None  # counted by the child that writes the list
-        start_concurrent(replay, data, path, keep, args.window,
-                         skipped if verify else None)
-    else:
+    ranges = window = None
+    if mode != "concurrent":
         pack = packfile.parse_bytes(data, path)
-        # Sorted on a device where requests are cheap (--mode sorted):
-        # exactly the pack's pages, in requests of replay's default 1 MiB.
-        gap, largest = sorted_plan(pack, keep, *cap) if cap else (0, 256)
-        if cap and args.mode == "auto" and not worth_it(pack, keep, gap, largest, cap, report):
-            if not args.quiet:
-                say(f"no prefetch: {report['skipped_because']}")
+        gap, largest = _plan(args, pack, keep, cap, report)
+        if gap is None:
             report["launch_s"] = time.perf_counter() - started
             return report
+        if mode == "planned":
+            ranges = launch_prefetch.first_access_plan(pack, keep, gap, largest)
+            window = args.window or PLANNED_WINDOW
+            report.update(pages=sum(r[2] for r in ranges), window=window)
+    if not args.quiet:
+        say(f"prefetching {len(keep)} of {len(pack.files)} files, {mode}"
+            + (" beside the start" if beside else " before the start")
+            + f" ({report.get('device', 'mode given')})")
+    if beside:
+        if mode == "concurrent":
+            report["pages"] = None  # counted by the child that reads them
+            window = args.window
+        start_concurrent(pack, data, path, keep, window,
+                         skipped if verify else None, ranges)
+    else:
         ranges = plan_ranges(pack, keep, gap, merge=True)
-        report.update(pages=sum(r[2] for r in ranges), gap_pages=gap,
-                      max_request_pages=largest)
+        report["pages"] = sum(r[2] for r in ranges)
         problem = run_sorted(replay, _memfd(list_bytes(ranges, pack.page_size)),
                              largest * pack.page_size)
         if problem:
@@ -487,6 +519,24 @@ def prepare(args, command, started):
     report["launch_s"] = time.perf_counter() - started
     report["pack_data"] = pack
     return report
+
+
+def _plan(args, pack, keep, cap, report):
+    """(gap pages to fill, largest request in pages) of the sorted or
+    planned prefetch; (None, None) when it is not worth it (said on one
+    line). On a device where requests are cheap (--mode sorted or
+    planned): exactly the pack's pages, in requests of 1 MiB."""
+    gap, largest = sorted_plan(pack, keep, *cap) if cap else (0, 256)
+    if args.gap is not None:
+        gap = args.gap
+    elif not cap and args.mode != "sorted":
+        gap = CHEAP_GAP
+    if cap and args.mode == "auto" and not worth_it(pack, keep, gap, largest, cap, report):
+        if not args.quiet:
+            say(f"no prefetch: {report['skipped_because']}")
+        return None, None
+    report.update(gap_pages=gap, max_request_pages=largest)
+    return gap, largest
 
 
 def worth_it(pack, keep, gap, largest, cap, report):

@@ -29,7 +29,8 @@ from pagetrace.core.c_tools import find_c_tool
 from pagetrace.core.escape import display_path
 from pagetrace.core.packfile import pack_name, packs_dir
 from pagetrace.tools import throttle
-from pagetrace.tools.startup_bench.used_pages import fill_varying, first_accesses
+from pagetrace.tools.startup_bench.used_pages import (fill_varying, first_accesses,
+                                                      forced_readahead)
 from pagetrace.tools.startup_bench.cli import split_command
 
 PROG = "pagetrace pack"
@@ -52,7 +53,7 @@ def progress(message, quiet=False):
 # ---------------------------------------------------------------------------
 # Compiling traces into a pack.
 
-def used_first_accesses(traces, min_runs=1, fill=DEFAULT_FILL):
+def used_first_accesses(traces, min_runs=1, fill=DEFAULT_FILL, preloads=False):
     """{(path, offset): when} of the pages to prefetch: the read pages with
     an access or map record (startup-bench's first_accesses: each at its earliest
     first access) in at least `min_runs` of the traces; with min_runs 1
@@ -68,6 +69,10 @@ def used_first_accesses(traces, min_runs=1, fill=DEFAULT_FILL):
         first = {k: v for k, v in first.items() if counts.get(k, 0) >= min_runs}
     elif fill > 0 and len(traces) > 1:
         first = {**fill_varying(traces, first, fill), **first}
+    if preloads:
+        # The program's own readahead(2)/WILLNEED reads, used or not: it
+        # asks for them at every start, so a cold start reads them.
+        first = {**forced_readahead(traces), **first}
     return {k: v for k, v in first.items()
             if not k[0].startswith("//") and not tracefile.is_metadata(k[0])}
 
@@ -90,11 +95,12 @@ def group_ranges(pages, page_size):
 
 
 def compile_pack(traces, command, read_ahead_kb, min_runs=1,
-                 fill=DEFAULT_FILL, warn=print):
+                 fill=DEFAULT_FILL, warn=print, preloads=False):
     """The Pack of `traces` (tracefile.Trace with access records); files
     that cannot be opened now are left out, each with a warning."""
     page_size = traces[0].header.page_size
-    ranges = group_ranges(used_first_accesses(traces, min_runs, fill), page_size)
+    ranges = group_ranges(used_first_accesses(traces, min_runs, fill, preloads),
+                          page_size)
     files, index = [], {}
     for path, *_ in ranges:
         if path in index:
@@ -354,6 +360,10 @@ def build_parser(prog=PROG):
                    metavar="PAGES", help="with --min-runs 1: also the pages "
                    "between two pages used in some runs but not all, at most "
                    "PAGES apart (default %(default)s; 0: none)")
+    p.add_argument("--preloads", action="store_true",
+                   help="also the pages the command asked the kernel to read "
+                   "ahead itself (readahead(2), WILLNEED; trace cause "
+                   "forced_ra), used or not")
     p.add_argument("--keep-traces", metavar="DIR",
                    help="keep the recorded traces in DIR")
     p.add_argument("--restore-read-ahead", action="store_true",
@@ -416,7 +426,8 @@ def pack_main(args, command):
         traces[0].header.keys.get("command", "unknown")
     pack = compile_pack(traces, text, read_ahead, args.min_runs,
                         args.fill_varying,
-                        warn=lambda m: progress(f"warning: {m}", args.quiet))
+                        warn=lambda m: progress(f"warning: {m}", args.quiet),
+                        preloads=args.preloads)
     if not pack.ranges:
         raise PackRecordError("no used page of a file that exists here: "
                               "nothing to pack")

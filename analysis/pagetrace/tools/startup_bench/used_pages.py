@@ -54,11 +54,11 @@ def used_pages(traces, directory, name="used-pages.log", fill=0,
     if fill > 0 and len(traces) > 1:
         added.update(fill_varying(traces, first, fill))
     if preloads:
-        own = _preloads(traces)
+        own = forced_readahead(traces)
         since = {}
         for (path, _), when in own.items():
             since[path] = min(since.get(path, when), when)
-        others = _preloads(preload_traces, number=len(traces))
+        others = forced_readahead(preload_traces, number=len(traces))
         for (path, offset), when in others.items():
             if path in since:
                 others[(path, offset)] = since[path][:1] + when[1:]
@@ -120,7 +120,7 @@ def fill_varying(traces, first, fill):
     return added
 
 
-def _preloads(traces, number=0):
+def forced_readahead(traces, number=0):
     """{(path, offset): when} of the forced-readahead reads of `traces`
     (traces without a cause column have none), numbered from `number`."""
     found = {}
