@@ -54,6 +54,7 @@ struct options {
 	struct throttle_limits throttle;  /* --throttle, --device-profile */
 	const char *cgroup;       /* --cgroup DIR: joined before the reads */
 	const char *drive_profile; /* --device-profile of diskemu's, or NULL */
+	const char *latencies;    /* --latencies FILE: one row per request */
 };
 
 struct extent {
@@ -106,6 +107,8 @@ struct request {
 	int done;                  /* completed successfully */
 	int resident;              /* --prefetch: already cached, skipped */
 	int waited;                /* --window: read back already */
+	uint64_t start_ns, end_ns; /* issue and completion, from the run's
+				      start (--latencies) */
 };
 
 struct replay_stats {
@@ -182,6 +185,7 @@ void throttle_spend_budget(struct replay *r);
 void print_plan(const struct replay *r);
 void print_json(const struct replay *r);
 void print_summary(const struct replay *r);
+int write_latencies(const struct replay *r);
 char *escaped_path(const char *path, size_t len);
 
 #endif
