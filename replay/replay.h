@@ -50,6 +50,7 @@ struct options {
 	int json;
 	int plan;
 	int used;                 /* --used: only read pages also accessed */
+	int first_reads;          /* --first-reads: each page once */
 	int quiet;
 	struct throttle_limits throttle;  /* --throttle, --device-profile */
 	const char *cgroup;       /* --cgroup DIR: joined before the reads */
@@ -134,6 +135,7 @@ struct replay {
 	struct used_page *used;    /* --used: access and map records */
 	size_t n_used, used_cap;
 	uint64_t unused_pages;     /* read pages left out by --used */
+	uint64_t repeated_reads;   /* read records left out by --first-reads */
 	struct request *requests;
 	size_t n_requests;
 	uint64_t skipped[SKIP_COUNT];
@@ -174,6 +176,10 @@ uint64_t extent_end(const struct replay_file *file, uint64_t offset);
 int load_trace(struct replay *r);
 int build_plan(struct replay *r);
 void count_seeks(struct replay *r);
+
+/* first_reads.c: keeps each page's first read record, in trace order;
+ * -1 when out of memory. */
+int keep_first_reads(struct replay *r);
 
 /* io.c */
 int run_requests(struct replay *r);

@@ -199,6 +199,10 @@ static void print_kinds_summary(const struct replay *r)
 	uint64_t access = r->kind_records[TRACEFILE_KIND_ACCESS];
 	uint64_t map = r->kind_records[TRACEFILE_KIND_MAP];
 
+	if (r->opt.first_reads)
+		fprintf(stderr, "%s: --first-reads: %llu repeated read records "
+			"left out\n", errmsg_tool(),
+			(unsigned long long)r->repeated_reads);
 	if (r->opt.used)
 		fprintf(stderr, "%s: --used: %llu read pages used, %llu left "
 			"out as unused\n", errmsg_tool(),

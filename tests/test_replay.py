@@ -998,3 +998,24 @@ def test_latencies_usage_errors(fs, tmp_path):
                         text, tmp_path)
     assert result.returncode == 1
     assert "x.csv: No such file or directory" in result.stderr
+
+
+def test_first_reads_keeps_each_page_once_at_its_first_read(fs, tmp_path):
+    """A page read again (evicted in between) is left out; the others keep
+    their trace order and group as before."""
+    pages = [(fs.plain, 0), (fs.plain, 4096), (fs.tail, 0), (fs.plain, 0),
+             (fs.plain, 8192), (fs.tail, 0), (fs.plain, 4096)]
+    every = plan([], trace_text(pages), tmp_path)
+    assert [(p, off, n) for p, off, n, _ in every] == [
+        (fs.plain, 0, 8192), (fs.tail, 0, 4096), (fs.plain, 0, 4096),
+        (fs.plain, 8192, 4096), (fs.tail, 0, 4096), (fs.plain, 4096, 4096)]
+    first = plan(["--first-reads"], trace_text(pages), tmp_path)
+    assert [(p, off, n) for p, off, n, _ in first] == [
+        (fs.plain, 0, 8192), (fs.tail, 0, 4096), (fs.plain, 8192, 4096)]
+    run, err = run_json(["--first-reads", "--buffered"], trace_text(pages),
+                        tmp_path)
+    assert run["pages"] == 4 and run["requests"] == 3
+    assert "--first-reads: 3 repeated read records left out" in err
+    result = run_replay(["--first-reads", "--used"], trace_text(pages),
+                        tmp_path)
+    assert result.returncode == 2 and "--used already" in result.stderr
