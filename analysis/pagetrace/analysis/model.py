@@ -302,7 +302,8 @@ def fit_hdd(runs, capacity_bytes, boundary_fraction=0.2, rotation_ms=None):
         elapsed - requests * per_request - bytes / rate
           = moves * (rotation + t2t) + sum of dB * g1 + dF * g2
     The split needs one of the two from elsewhere: ROTATION_MS (the
-    datasheet's rpm gives it); without it the whole constant is taken as
+    datasheet's rpm gives it, or fit_hdd_latencies from each read's
+    latency); without it the whole constant is taken as
     rotation and the track-to-track time is 0. Returns (HDDModel, Fit)."""
     per_request = runs[0]["per_request_s"]
     rate = runs[0]["bytes_per_s"]
