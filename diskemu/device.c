@@ -214,7 +214,9 @@ static int attach(struct diskemu *d)
 	umount2(d->fuse_dir, MNT_DETACH);
 	rmdir(d->fuse_dir);
 	d->fuse_dir[0] = '\0';
-	return d->loop_fd < 0 ? -1 : 0;
+	if (d->loop_fd < 0)
+		return -1;
+	return loop_set_read_ahead(d->dev, d->opt.read_ahead_kb);
 }
 
 /* The file system types --mount tries, as mount(8) would probe them. */

@@ -19,6 +19,7 @@ struct diskemu_options {
 	const char *profiles;      /* the profile table; NULL: the default */
 	const char *mount;         /* --mount DIR, or NULL */
 	const char *log;           /* --log FILE, or NULL */
+	unsigned read_ahead_kb;    /* --read-ahead, the device's */
 	int list, predict, json, quiet, exit_with_parent;
 };
 

@@ -100,6 +100,24 @@ int loop_attach(int file_fd, const char *name, char *dev, size_t dev_size)
 	return fd;
 }
 
+int loop_set_read_ahead(const char *dev, unsigned kb)
+{
+	char path[128], text[24];
+	int fd, len, ok;
+
+	snprintf(path, sizeof(path), "/sys/block/%s/queue/read_ahead_kb",
+		 strrchr(dev, '/') + 1);
+	len = snprintf(text, sizeof(text), "%u\n", kb);
+	fd = open(path, O_WRONLY | O_CLOEXEC);
+	ok = fd >= 0 && write(fd, text, (size_t)len) == len;
+	if (!ok)
+		errmsg(path, "cannot set it to %u: %s", kb,
+		       errmsg_strerror(errno));
+	if (fd >= 0)
+		close(fd);
+	return ok ? 0 : -1;
+}
+
 int loop_attached(const char *dev)
 {
 	char backing[8];

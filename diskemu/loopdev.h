@@ -17,6 +17,12 @@ int loop_attach(int file_fd, const char *name, char *dev, size_t dev_size);
  * Returns 0, or -1 when another process still holds it open. */
 int loop_detach(int loop_fd, const char *dev);
 
+/* Sets DEV's read-ahead to KB KiB (queue/read_ahead_kb). A new loop
+ * device's value is whatever the kernel last computed for that minor (128
+ * or 2560 KiB were seen here), and a cold start's requests follow it.
+ * Returns 0, or -1 after an error line. */
+int loop_set_read_ahead(const char *dev, unsigned kb);
+
 /* 1 while DEV still has a backing file, 0 once it is free. */
 int loop_attached(const char *dev);
 

@@ -2,6 +2,7 @@
 #include "diskemu.h"
 
 #include <argp.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -23,6 +24,8 @@ static const char doc[] =
 "  sudo diskemu disk.img                   hdd-7200; prints /dev/loopN\n"
 "  sudo diskemu --profile hdd-5400 --mount /mnt/slow fs.img\n"
 "                                          its file system at /mnt/slow\n"
+"  sudo diskemu --read-ahead 2560 --mount /mnt/slow fs.img\n"
+"                                          a larger read-ahead\n"
 "  sudo diskemu --log requests.csv disk.img\n"
 "                                          each request's modelled times\n"
 "  diskemu --list-profiles\n"
@@ -38,8 +41,12 @@ static const char doc[] =
 
 enum option_key {
 	OPT_PROFILE = 0x100, OPT_PROFILES, OPT_LIST, OPT_PREDICT, OPT_MOUNT,
-	OPT_LOG, OPT_EXIT_WITH_PARENT,
+	OPT_LOG, OPT_EXIT_WITH_PARENT, OPT_READ_AHEAD,
 };
+
+/* A SATA disk's read_ahead_kb: the kernel's default when a drive reports
+ * no optimal I/O size, as spinning disks do. */
+#define DEFAULT_READ_AHEAD_KB 128
 
 static const struct argp_option argp_options[] = {
 	{"profile", OPT_PROFILE, "NAME", 0, "The drive (default hdd-7200; "
@@ -51,6 +58,9 @@ static const struct argp_option argp_options[] = {
 	 "IMAGE (random 4 KiB IOPS, zone rates) and exit", 1},
 	{"mount", OPT_MOUNT, "DIR", 0, "Also mount the image's file system "
 	 "read-only on DIR (unmounted at the end)", 2},
+	{"read-ahead", OPT_READ_AHEAD, "KB", 0, "The device's read_ahead_kb "
+	 "(default 128, a SATA disk's; a loop device keeps an earlier "
+	 "one's otherwise)", 2},
 	{"log", OPT_LOG, "FILE", 0, "One CSV line per request: its modelled "
 	 "arrival, seek, rotation, transfer and completion", 2},
 	{"exit-with-parent", OPT_EXIT_WITH_PARENT, NULL, 0, "Shut down when "
@@ -61,6 +71,20 @@ static const struct argp_option argp_options[] = {
 	{NULL, 'h', NULL, OPTION_HIDDEN, NULL, 4},
 	{NULL, 0, NULL, 0, NULL, 0},
 };
+
+static int parse_read_ahead(const char *text, unsigned *kb)
+{
+	unsigned long value;
+	char *end;
+
+	errno = 0;
+	value = strtoul(text, &end, 10);
+	if (errno || end == text || *end || text[0] == '-' ||
+	    value > 1048576)
+		return -1;
+	*kb = (unsigned)value;
+	return 0;
+}
 
 static error_t parse_opt(int key, char *arg, struct argp_state *state)
 {
@@ -74,6 +98,11 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case OPT_MOUNT: o->mount = arg; break;
 	case OPT_LOG: o->log = arg; break;
 	case OPT_EXIT_WITH_PARENT: o->exit_with_parent = 1; break;
+	case OPT_READ_AHEAD:
+		if (parse_read_ahead(arg, &o->read_ahead_kb) < 0)
+			argp_error(state, "bad --read-ahead '%s' (KiB, 0 to "
+				   "1048576)", arg);
+		break;
 	case 'j': o->json = 1; break;
 	case 'q': o->quiet = 1; break;
 	case 'h': argp_state_help(state, stdout, ARGP_HELP_STD_HELP); break;
@@ -100,5 +129,6 @@ int diskemu_parse_options(int argc, char **argv, struct diskemu_options *o)
 	argp_err_exit_status = 2;
 	memset(o, 0, sizeof(*o));
 	o->profile = "hdd-7200";
+	o->read_ahead_kb = DEFAULT_READ_AHEAD_KB;
 	return argp_parse(&argp, argc, argv, 0, NULL, o);
 }

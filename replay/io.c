@@ -312,10 +312,12 @@ static void *worker_main(void *arg)
 
 		if (r->opt.timing)
 			wait_for_trace_time(w, q);
+		q->start_ns = now_ns() - ns_of(&run->start);
 		if (r->opt.mode == MODE_PREFETCH)
 			prefetch_in_window(w, i);
 		else
 			read_request(w, q);
+		q->end_ns = now_ns() - ns_of(&run->start);
 		atomic_fetch_add(&run->bytes, q->bytes_done);
 		atomic_fetch_add(&run->completed, 1);
 	}

@@ -22,7 +22,7 @@ static const char doc[] =
 "'-' for stdin) with O_DIRECT, measured, in the original or the on-disk\n"
 "order; or fills the page cache with them (--prefetch). Only `read`\n"
 "records are used, unless --used asks for the pages the program used.\n"
-"Never writes to any file. Installed as pagetrace-replay.\n"
+"Never writes to a traced file. Installed as pagetrace-replay.\n"
 "\n"
 "USAGE: replay [OPTIONS] TRACE\n"
 "\n"
@@ -35,6 +35,9 @@ static const char doc[] =
 "                                          (recorded with trace --used)\n"
 "  replay --plan --sorted reads.log > plan.csv\n"
 "  replay --queue-depth 8 --max-request 256K reads.log\n"
+"  replay --first-reads reads.log          each page once, first read\n"
+"  replay --no-group --latencies lat.csv reads.log\n"
+"                                          each read's latency\n"
 "  sudo replay --throttle riops=150 reads.log   as on a 150-IOPS disk\n"
 "  sudo replay --device-profile cloud-3000 --sorted reads.log\n"
 "  sudo replay --device-profile hdd-7200 --sorted reads.log\n"
@@ -53,7 +56,7 @@ enum option_key {
 	OPT_SORTED = 0x100, OPT_SORT, OPT_MAX_REQUEST, OPT_NO_GROUP,
 	OPT_BUFFERED, OPT_PREFETCH, OPT_EVICT, OPT_QUEUE_DEPTH, OPT_TIMING,
 	OPT_STRICT, OPT_PLAN, OPT_USED, OPT_THROTTLE, OPT_DEVICE_PROFILE,
-	OPT_WINDOW, OPT_CGROUP,
+	OPT_WINDOW, OPT_CGROUP, OPT_LATENCIES, OPT_FIRST_READS,
 };
 
 static const struct argp_option argp_options[] = {
@@ -65,6 +68,8 @@ static const struct argp_option argp_options[] = {
 	{NULL, 0, NULL, 0, "Which pages and how grouped:", 2},
 	{"used", OPT_USED, NULL, 0, "Only the read pages the program accessed "
 	 "or had mapped (trace --used, format 2)", 2},
+	{"first-reads", OPT_FIRST_READS, NULL, 0, "Each page once, at its "
+	 "first read record (a page read again was evicted in between)", 2},
 	{"max-request", OPT_MAX_REQUEST, "SIZE", 0, "Largest request, K/M/G "
 	 "suffixes (default 1M)", 2},
 	{"no-group", OPT_NO_GROUP, NULL, 0, "One request per traced page", 2},
@@ -98,6 +103,8 @@ static const struct argp_option argp_options[] = {
 	{"plan", OPT_PLAN, NULL, 0, "Print the request plan as CSV, do no I/O",
 	 4},
 	{"dry-run", OPT_PLAN, NULL, OPTION_ALIAS, NULL, 4},
+	{"latencies", OPT_LATENCIES, "FILE", 0, "Write each request's issue "
+	 "time and latency as CSV to FILE ('-': stdout) after the run", 4},
 	{"quiet", 'q', NULL, 0, "No summary and no progress line on stderr "
 	 "(problems are still reported)", 4},
 	/* -h as in every pagetrace tool; argp itself only knows -?. */
@@ -171,6 +178,14 @@ static void check_conflicts(struct argp_state *state)
 		argp_error(state, "--plan does no I/O: drop --cgroup");
 	if (opt->plan && opt->drive_profile)
 		argp_error(state, "--plan does no I/O: drop --device-profile");
+	if (opt->used && opt->first_reads)
+		argp_error(state, "--used already takes each page once: drop "
+			   "--first-reads");
+	if (opt->plan && opt->latencies)
+		argp_error(state, "--plan does no I/O: drop --latencies");
+	if (opt->latencies && strcmp(opt->latencies, "-") == 0 &&
+	    opt->json)
+		argp_error(state, "--json and --latencies - both write stdout");
 	if (opt->cgroup && opt->throttle.riops)
 		argp_error(state, "--cgroup and --throttle both choose the "
 			   "cgroup: give one");
@@ -228,6 +243,7 @@ static int parse_flag(int key, struct parse_state *ps)
 	case OPT_STRICT: opt->strict = 1; return 0;
 	case OPT_PLAN: opt->plan = 1; return 0;
 	case OPT_USED: opt->used = 1; return 0;
+	case OPT_FIRST_READS: opt->first_reads = 1; return 0;
 	case 'j': opt->json = 1; return 0;
 	case 'q': opt->quiet = 1; return 0;
 	}
@@ -273,6 +289,11 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		if (!arg[0])
 			argp_error(state, "--cgroup needs a directory");
 		opt->cgroup = arg;
+		return 0;
+	case OPT_LATENCIES:
+		if (!arg[0])
+			argp_error(state, "--latencies needs a file");
+		opt->latencies = arg;
 		return 0;
 	case 'h':
 		argp_state_help(state, state->out_stream, ARGP_HELP_STD_HELP);

@@ -272,6 +272,10 @@ int load_trace(struct replay *r)
 	tracefile_close(&tf);
 	if (ret == 0 && r->opt.used)
 		select_used_pages(r);
+	if (ret == 0 && r->opt.first_reads && keep_first_reads(r) < 0) {
+		errmsg(NULL, "out of memory");
+		ret = -1;
+	}
 	mark_files_with_pages(r);
 cleanup:
 	if (!from_stdin)

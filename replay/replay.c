@@ -1,6 +1,7 @@
 /* replay: re-issues the page reads of a pagetrace trace, in the original
  * or the on-disk order, with O_DIRECT (measured) or into the page cache
- * (--prefetch). Never opens anything for writing. See replay.1. */
+ * (--prefetch). Never opens a trace file for writing (only --latencies's
+ * own output). See replay.1. */
 #include "replay.h"
 #include "emulated_disk.h"
 
@@ -94,6 +95,8 @@ static int replay_trace(struct replay *r)
 		return -1;
 	if (r->opt.json)
 		print_json(r);
+	if (r->opt.latencies && write_latencies(r) < 0)
+		return -1;
 	return 0;
 }
 

@@ -50,10 +50,12 @@ struct options {
 	int json;
 	int plan;
 	int used;                 /* --used: only read pages also accessed */
+	int first_reads;          /* --first-reads: each page once */
 	int quiet;
 	struct throttle_limits throttle;  /* --throttle, --device-profile */
 	const char *cgroup;       /* --cgroup DIR: joined before the reads */
 	const char *drive_profile; /* --device-profile of diskemu's, or NULL */
+	const char *latencies;    /* --latencies FILE: one row per request */
 };
 
 struct extent {
@@ -106,6 +108,8 @@ struct request {
 	int done;                  /* completed successfully */
 	int resident;              /* --prefetch: already cached, skipped */
 	int waited;                /* --window: read back already */
+	uint64_t start_ns, end_ns; /* issue and completion, from the run's
+				      start (--latencies) */
 };
 
 struct replay_stats {
@@ -131,6 +135,7 @@ struct replay {
 	struct used_page *used;    /* --used: access and map records */
 	size_t n_used, used_cap;
 	uint64_t unused_pages;     /* read pages left out by --used */
+	uint64_t repeated_reads;   /* read records left out by --first-reads */
 	struct request *requests;
 	size_t n_requests;
 	uint64_t skipped[SKIP_COUNT];
@@ -172,6 +177,10 @@ int load_trace(struct replay *r);
 int build_plan(struct replay *r);
 void count_seeks(struct replay *r);
 
+/* first_reads.c: keeps each page's first read record, in trace order;
+ * -1 when out of memory. */
+int keep_first_reads(struct replay *r);
+
 /* io.c */
 int run_requests(struct replay *r);
 
@@ -182,6 +191,7 @@ void throttle_spend_budget(struct replay *r);
 void print_plan(const struct replay *r);
 void print_json(const struct replay *r);
 void print_summary(const struct replay *r);
+int write_latencies(const struct replay *r);
 char *escaped_path(const char *path, size_t len);
 
 #endif

@@ -5,6 +5,7 @@
 #include "tracefile.h"
 #include "escape.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -69,25 +70,64 @@ char *escaped_path(const char *path, size_t len)
 	return text;
 }
 
+/* The columns --plan and --latencies share: order, path, offset, length,
+ * dev, physical_offset. */
+static void print_request_columns(FILE *out, const struct replay *r,
+				  size_t i)
+{
+	const struct request *q = &r->requests[i];
+	const struct replay_file *f = &r->files[q->file];
+
+	fprintf(out, "%zu,", i);
+	/* A comma in a name would split the row: \054 too. */
+	escape_write(out, f->path, f->path_len, ",");
+	fprintf(out, ",%llu,%llu,%u:%u,", (unsigned long long)q->offset,
+		(unsigned long long)q->length, major(f->dev), minor(f->dev));
+	if (q->physical != PHYSICAL_UNKNOWN)
+		fprintf(out, "%llu", (unsigned long long)q->physical);
+}
+
 void print_plan(const struct replay *r)
 {
 	size_t i;
 
 	puts("order,path,offset,length,dev,physical_offset");
 	for (i = 0; i < r->n_requests; i++) {
-		const struct request *q = &r->requests[i];
-		const struct replay_file *f = &r->files[q->file];
-
-		printf("%zu,", i);
-		/* A comma in a name would split the row: \054 too. */
-		escape_write(stdout, f->path, f->path_len, ",");
-		printf(",%llu,%llu,%u:%u,", (unsigned long long)q->offset,
-		       (unsigned long long)q->length, major(f->dev),
-		       minor(f->dev));
-		if (q->physical != PHYSICAL_UNKNOWN)
-			printf("%llu", (unsigned long long)q->physical);
+		print_request_columns(stdout, r, i);
 		putchar('\n');
 	}
+}
+
+/* --latencies: the plan's columns, then when each completed request was
+ * issued and how long it took (ns, from the start of the timed run). */
+int write_latencies(const struct replay *r)
+{
+	int to_stdout = strcmp(r->opt.latencies, "-") == 0;
+	FILE *out = to_stdout ? stdout : fopen(r->opt.latencies, "w");
+	size_t i;
+
+	if (!out) {
+		errmsg(r->opt.latencies, "%s", errmsg_strerror(errno));
+		return -1;
+	}
+	fputs("order,path,offset,length,dev,physical_offset,bytes,start_ns,"
+	      "latency_ns\n", out);
+	for (i = 0; i < r->n_requests; i++) {
+		const struct request *q = &r->requests[i];
+
+		if (!q->done)
+			continue;
+		print_request_columns(out, r, i);
+		fprintf(out, ",%llu,%llu,%llu\n",
+			(unsigned long long)q->bytes_done,
+			(unsigned long long)q->start_ns,
+			(unsigned long long)(q->end_ns - q->start_ns));
+	}
+	if ((to_stdout ? fflush(out) : fclose(out)) != 0) {
+		errmsg(r->opt.latencies, "%s", errmsg_strerror(errno));
+		return -1;
+	}
+	return 0;
 }
 
 static void print_json_skipped(const struct replay *r)
@@ -159,6 +199,10 @@ static void print_kinds_summary(const struct replay *r)
 	uint64_t access = r->kind_records[TRACEFILE_KIND_ACCESS];
 	uint64_t map = r->kind_records[TRACEFILE_KIND_MAP];
 
+	if (r->opt.first_reads)
+		fprintf(stderr, "%s: --first-reads: %llu repeated read records "
+			"left out\n", errmsg_tool(),
+			(unsigned long long)r->repeated_reads);
 	if (r->opt.used)
 		fprintf(stderr, "%s: --used: %llu read pages used, %llu left "
 			"out as unused\n", errmsg_tool(),

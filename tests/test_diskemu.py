@@ -376,3 +376,55 @@ def test_replay_unknown_profile_names_both_kinds(tmp_path):
     assert ran.returncode == 2
     assert "'floppy': no such profile" in ran.stderr
     assert "diskemu --list-profiles" in ran.stderr
+
+
+def read_ahead_kb(device):
+    with open(f"/sys/block/{os.path.basename(device)}/queue/"
+              "read_ahead_kb") as f:
+        return int(f.read())
+
+
+def sequential_buffered_reads(device, nbytes=16 << 20):
+    """The device's reads (/proc/diskstats) for NBYTES read from its
+    start in 4 KiB buffered reads: about NBYTES / read-ahead."""
+    reads0 = loopimg.diskstats_field(device, 3)
+    fd = os.open(device, os.O_RDONLY)
+    try:
+        for offset in range(0, nbytes, 4096):
+            assert len(os.pread(fd, 4096, offset)) == 4096
+    finally:
+        os.close(fd)
+    return loopimg.diskstats_field(device, 3) - reads0
+
+
+# 2560 first: the default's run then usually gets the same loop device
+# back, with 2560 left in it.
+@pytest.mark.parametrize("args, kb", [(["--read-ahead", "2560"], 2560),
+                                      ([], 128)])
+def test_the_device_read_ahead_is_set(workdir, args, kb):
+    """--read-ahead (128 KiB by default, a SATA disk's) is the device's
+    read_ahead_kb whatever the loop device had before, and buffered
+    sequential reads come in requests of that size: 16 MiB in 4 KiB reads
+    take at least 16 MiB / 128 KiB = 128 device reads at 128 KiB, fewer
+    than half that at 2560 KiB (requests of up to 1 MiB, FUSE's)."""
+    image = random_image(workdir)
+    proc, device = start(*args, image)
+    try:
+        assert device.startswith("/dev/loop")
+        assert read_ahead_kb(device) == kb
+        reads = sequential_buffered_reads(device)
+        if kb == 128:
+            assert reads >= 128
+        else:
+            assert reads < 64
+    finally:
+        proc.terminate()
+        proc.communicate(timeout=30)
+    assert_nothing_left(device)
+
+
+def test_bad_read_ahead_is_a_usage_error(workdir):
+    result = subprocess.run([DISKEMU, "--read-ahead", "-1", "x.img"],
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+    assert "bad --read-ahead '-1'" in result.stderr

@@ -960,3 +960,62 @@ def test_seeks_in_file_space_when_nothing_is_located(ramfs, tmp_path):
     # 0 -> 8192 jumps 4096 bytes; both switches of file are seeks of
     # unknown distance.
     assert (out["seeks"], out["seek_distance_bytes"]) == (3, PAGE)
+
+
+def test_latencies_one_row_per_read_with_its_issue_time(fs, tmp_path):
+    base = 1_700_000_000_000_000
+    pages = [(fs.plain, 0, base), (fs.plain, 8192, base + 150_000),
+             (fs.tail, 8192, base + 300_000)]
+    out = tmp_path / "lat.csv"
+    run, _ = run_json(["--timing", "--no-group", "--latencies", str(out)],
+                      trace_text(pages), tmp_path)
+    rows = list(csv.reader(out.read_text().splitlines()))
+    assert rows[0] == ["order", "path", "offset", "length", "dev",
+                       "physical_offset", "bytes", "start_ns", "latency_ns"]
+    assert [(unescape(r[1]), int(r[2]), int(r[6])) for r in rows[1:]] == [
+        (fs.plain, 0, 4096), (fs.plain, 8192, 4096),
+        (fs.tail, 8192, 10000 - 8192)]
+    start = [int(r[7]) for r in rows[1:]]
+    latency = [int(r[8]) for r in rows[1:]]
+    # --timing holds each read until its trace time: 0, 150 and 300 ms.
+    assert start[0] < 50e6
+    assert 150e6 <= start[1] < 200e6 and 300e6 <= start[2] < 350e6
+    # One at a time: each read ends before the next starts, and the last
+    # one within the run's elapsed time.
+    assert all(s + lat <= nxt for s, lat, nxt in
+               zip(start, latency, start[1:]))
+    assert start[2] + latency[2] <= run["elapsed_s"] * 1e9
+    assert all(lat > 0 for lat in latency)
+
+
+def test_latencies_usage_errors(fs, tmp_path):
+    text = trace_text([(fs.plain, 0)])
+    for args, why in ((["--plan", "--latencies", "x.csv"], "--plan does no"),
+                      (["--json", "--latencies", "-"], "both write stdout")):
+        result = run_replay(args, text, tmp_path)
+        assert result.returncode == 2 and why in result.stderr
+    result = run_replay(["--latencies", str(tmp_path / "no" / "x.csv")],
+                        text, tmp_path)
+    assert result.returncode == 1
+    assert "x.csv: No such file or directory" in result.stderr
+
+
+def test_first_reads_keeps_each_page_once_at_its_first_read(fs, tmp_path):
+    """A page read again (evicted in between) is left out; the others keep
+    their trace order and group as before."""
+    pages = [(fs.plain, 0), (fs.plain, 4096), (fs.tail, 0), (fs.plain, 0),
+             (fs.plain, 8192), (fs.tail, 0), (fs.plain, 4096)]
+    every = plan([], trace_text(pages), tmp_path)
+    assert [(p, off, n) for p, off, n, _ in every] == [
+        (fs.plain, 0, 8192), (fs.tail, 0, 4096), (fs.plain, 0, 4096),
+        (fs.plain, 8192, 4096), (fs.tail, 0, 4096), (fs.plain, 4096, 4096)]
+    first = plan(["--first-reads"], trace_text(pages), tmp_path)
+    assert [(p, off, n) for p, off, n, _ in first] == [
+        (fs.plain, 0, 8192), (fs.tail, 0, 4096), (fs.plain, 8192, 4096)]
+    run, err = run_json(["--first-reads", "--buffered"], trace_text(pages),
+                        tmp_path)
+    assert run["pages"] == 4 and run["requests"] == 3
+    assert "--first-reads: 3 repeated read records left out" in err
+    result = run_replay(["--first-reads", "--used"], trace_text(pages),
+                        tmp_path)
+    assert result.returncode == 2 and "--used already" in result.stderr

@@ -302,7 +302,8 @@ def fit_hdd(runs, capacity_bytes, boundary_fraction=0.2, rotation_ms=None):
         elapsed - requests * per_request - bytes / rate
           = moves * (rotation + t2t) + sum of dB * g1 + dF * g2
     The split needs one of the two from elsewhere: ROTATION_MS (the
-    datasheet's rpm gives it); without it the whole constant is taken as
+    datasheet's rpm gives it, or fit_hdd_latencies from each read's
+    latency); without it the whole constant is taken as
     rotation and the track-to-track time is 0. Returns (HDDModel, Fit)."""
     per_request = runs[0]["per_request_s"]
     rate = runs[0]["bytes_per_s"]
@@ -343,3 +344,73 @@ def mean_seek_ms(model, span_bytes=None, steps=20000):
     x = (np.arange(steps) + 0.5) * span / steps
     return float(np.sum(model.seek_ms(x) * 2 * (span - x) / span ** 2)
                  * span / steps)
+
+
+# --- the HDD model from each read's latency: rotation split from seek -----
+
+@dataclass
+class LatencyFit:
+    """What fit_hdd_latencies found, in ms: the seek curve's constant and
+    rises, the revolution, and how many reads it came from."""
+    track_to_track_ms: float
+    boundary_rise_ms: float
+    full_stroke_rise_ms: float
+    revolution_ms: float
+    reads: int
+
+    def as_dict(self):
+        return asdict(self)
+
+
+def fit_hdd_latencies(distances, latencies_s, lengths, capacity_bytes,
+                      per_request_s, bytes_per_s, boundary_fraction=0.2,
+                      min_distance_bytes=0.0):
+    """An HDDModel from the latencies of single reads at queue depth 1,
+    each with the distance its head moved, that splits rotation from seek.
+
+    A read that moves the head costs per_request + seek(distance) + a
+    rotational wait + length / rate. At a given distance the seek is fixed,
+    while the wait of a read at a random angle is uniform over one
+    revolution T: the reads' positioning times (latency less per-request
+    and transfer) lie in a band of width T above the seek curve. So:
+
+    1. least squares of the positioning time on the curve's terms
+       (seek_growth_terms: a constant, the rise to the boundary, the rise
+       to the full stroke) gives the curve's shape, whatever T;
+    2. the residuals are then the wait, uniform over [0, T) plus noise,
+       less its mean: their quantile at q is q * T above the curve, a
+       straight line in q of slope T whose value at q = 0 is the lower
+       envelope, the seek curve itself. The line is fitted to the
+       quantiles from 10% to 90%, not to the extremes, so that a few reads
+       delayed by the host (upper tail) or served by the drive's buffer
+       (lower tail) do not move it.
+
+    Reads closer than min_distance_bytes to the head (the drive's
+    read-ahead buffer may serve them) are left out. Returns (HDDModel,
+    LatencyFit)."""
+    distances = np.asarray(distances, dtype=float)
+    keep = distances > max(min_distance_bytes, 0.0)
+    positioning = (np.asarray(latencies_s, dtype=float)[keep] - per_request_s
+                   - np.asarray(lengths, dtype=float)[keep] / bytes_per_s)
+    terms = seek_growth_terms(distances[keep], capacity_bytes,
+                              boundary_fraction)
+    ms = positioning * 1e3
+    coefficients, *_ = np.linalg.lstsq(terms, ms, rcond=None)
+    residual = ms - terms @ coefficients
+    levels = np.linspace(0.1, 0.9, 81)
+    revolution, envelope = np.polyfit(levels, np.quantile(residual, levels),
+                                      1)
+    t2t = coefficients[0] + envelope
+    rise_b, rise_f = coefficients[1], coefficients[2]
+    model = HDDModel(rpm=60_000.0 / revolution if revolution > 0
+                     else float("inf"),
+                     transfer_bytes_per_s=bytes_per_s,
+                     capacity_bytes=capacity_bytes, track_to_track_ms=t2t,
+                     boundary_fraction=boundary_fraction,
+                     boundary_ms=t2t + rise_b, full_stroke_ms=t2t + rise_f,
+                     per_request_ms=per_request_s * 1e3)
+    return model, LatencyFit(track_to_track_ms=float(t2t),
+                             boundary_rise_ms=float(rise_b),
+                             full_stroke_rise_ms=float(rise_f),
+                             revolution_ms=float(revolution),
+                             reads=int(keep.sum()))
