@@ -835,6 +835,29 @@ static __always_inline void map_folio_beyond(struct chunk_walk *walk, struct vma
 }
 
 /*
+ * Can the folio at @page reach beyond the range it ends (@at_start: begins
+ * before @page; else goes on after it)? The cheap test, before any VMA
+ * lookup: a folio below 64 pages lies in one leaf, where its pages past
+ * the first are sibling slots; a folio of 64 pages or more, above the
+ * leaves, may always.
+ */
+static __always_inline bool folio_may_reach_past(struct address_space *mapping, __u64 page,
+						 bool at_start)
+{
+	unsigned long entry;
+	bool only_page_0;
+	struct xa_node *leaf = chunk_leaf(mapping, page >> CHUNK_SHIFT, &entry, &only_page_0);
+	__u64 slot = page & (CHUNK_PAGES - 1);
+
+	if (!leaf)
+		return !only_page_0 && xa_entry_is_folio(entry);
+	if (!at_start && slot == CHUNK_PAGES - 1)
+		return false;
+	bpf_core_read(&entry, sizeof(entry), &leaf->slots[at_start ? slot : slot + 1]);
+	return xa_entry_is_sibling(entry);
+}
+
+/*
  * After fault-around's own range: @walk is that range's walk, reused (the
  * 512-byte stack of kernels before v6.13 has no room for a second one).
  */
@@ -842,14 +865,20 @@ static __always_inline void page_access_map_whole_folios(struct chunk_walk *walk
 							 __u64 start, __u64 end,
 							 struct vma_lookup *vma)
 {
+	bool before = start > 0 && folio_may_reach_past(walk->mapping, start, true);
+	bool after = folio_may_reach_past(walk->mapping, end, false);
+
+	if (!before && !after)
+		return;	/* most fault-arounds: no VMA lookup, no page-table read */
 	if (!vma->mapping)
 		bpf_find_vma(current_task(), vma->address, vma_file_page, vma, 0);
 	if (vma->mapping != (__u64)walk->mapping)
 		return;	/* not this thread's fault (a remote GUP): no page tables to read */
 	walk->op = OP_MAPPED_WHOLE;
-	if (start > 0)
+	if (before)
 		map_folio_beyond(walk, vma, true, start, end);
-	map_folio_beyond(walk, vma, false, start, end);
+	if (after)
+		map_folio_beyond(walk, vma, false, start, end);
 }
 
 /* filemap:mm_filemap_map_pages(mapping, start, end): fault-around. */
