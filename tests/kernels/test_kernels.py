@@ -493,9 +493,19 @@ def check_record(results, tool, name):
 # test is an expected failure (XFAIL, never a pass; an XPASS is reported as
 # such), and docs/kernels.md says "known bug" with the check's own error.
 KNOWN_BUGS = {
-    # None now. (7.3's warm mmap touches served by a PMD-sized folio, which
-    # fire no filemap: event, were one until page_access.bpf.h's
-    # resolve_silent_fault().)
+    # A clean clone's .ci/run (2026-11-26 23:30 UTC) on 6.1, the fentry/fexit
+    # kernel: trace --used counted one accessed page as mapped (seed 1185,
+    # ext4: used_pages 2 where the kernel says 3, mapped_pages 35 for 34);
+    # 0 mismatches in that kernel's other runs of the same seeds (two matrix
+    # runs of this build, two of the build before). Not reproduced, open
+    # (docs/tracer.md, "On other kernels"). Its error line still names every
+    # mismatch, in docs/kernels.md.
+    ("6.1", "cachefuzz", "cachefuzz_ext4"):
+        "6.1: trace --used once counted an accessed page as mapped (seed 1185), open",
+    ("6.1", "cachefuzz", "cachefuzz_xfs"):
+        "6.1: trace --used once counted an accessed page as mapped (seed 1185, ext4), open",
+    # (7.3's warm mmap touches served by a PMD-sized folio, which fire no
+    # filemap: event, were one until page_access.bpf.h's resolve_silent_fault().)
 }
 
 
