@@ -24,7 +24,7 @@ from conftest import require_root
 from cachefuzz import fault_around_range, fresh_filesystem, read_ahead_knob
 from pagecache_util import PAGE, evict, write_file
 from test_trace_cachetools import CACHETOP, file_row
-from test_trace_used import run_used
+from test_trace_used import PAGEMAP_HELPER, run_used
 
 MiB = 1 << 20
 TOUCHED = [100, 700, 1500]
@@ -32,27 +32,19 @@ FAULT_AROUND_PAGES = 16         # the default fault_around_bytes, 64 KiB
 
 # Run under the tool: touch each page once, and print as JSON what the
 # kernel's page tables say each touch mapped besides its page.
-TOUCH_AND_REPORT = r"""
-import json, mmap, os, struct, sys
-PAGE = os.sysconf("SC_PAGE_SIZE")
+TOUCH_AND_REPORT = PAGEMAP_HELPER.format(page=PAGE) + """
+import json, sys
 path, pages = sys.argv[1], [int(p) for p in sys.argv[2:]]
 fd = os.open(path, os.O_RDONLY)
 m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
-va = next(int(l.split("-")[0], 16) for l in open("/proc/self/maps")
-          if l.rstrip().endswith(" " + path))
-n = os.fstat(fd).st_size // PAGE
-def mapped():
-    with open("/proc/self/pagemap", "rb", buffering=0) as pm:
-        pm.seek(va // PAGE * 8)
-        words = pm.read(8 * n)
-    return {i for i in range(n) if struct.unpack_from("<Q", words, 8 * i)[0] >> 63}
+va, n = map_address(path), os.fstat(fd).st_size // {page}
 touches = []
 for page in pages:
-    before = mapped()
-    m[page * PAGE]
-    touches.append(sorted(mapped() - before - {page}))
-print(json.dumps({"va": va, "touches": touches}), file=sys.stderr)
-"""
+    before = set(present_pages(va, n))
+    m[page * {page}]
+    touches.append(sorted(set(present_pages(va, n)) - before - {{page}}))
+print(json.dumps({{"va": va, "touches": touches}}), file=sys.stderr)
+""".format(page=PAGE)
 
 
 @pytest.fixture(scope="module")
