@@ -43,7 +43,7 @@ CACHEFUZZ = os.path.join(TESTS, "cachefuzz.py")
 # Seeds of the randomized scripts: COUNT from FIRST on ext4, the next COUNT
 # on xfs (make test's are 1-100 on both; these are others).
 FUZZ_SEEDS = (1001, 200)
-FUZZ_TIMEOUT = 1500
+FUZZ_TIMEOUT = 900     # 200 s in a guest on a quiet 2-core host
 META_FILES, META_DIRS = 300, 20
 
 
@@ -68,7 +68,7 @@ class Checks:
         self.tools, self.work = tools, work
         self.out_dir, self.fuzz_seeds = out_dir, fuzz_seeds
 
-    def run(self, tool, *args, timeout=300):
+    def run(self, tool, *args, timeout=180):
         """One run of TOOL (trace, cachetop, cachestat) from the tools
         directory: what the host needs to judge it."""
         return self.execute([os.path.join(self.tools, tool), *args], timeout)
@@ -369,6 +369,10 @@ def main():
                 results["kernel"].setdefault("pages_reclaimed_during_checks", reclaimed_so_far() - reclaimed)
             work = os.path.join(mnt, name)
             os.makedirs(work)
+            # Written before each check and after the last: a guest the host
+            # kills at its timeout still tells which checks finished and
+            # which one was running.
+            save(args.out, dict(results, running=name))
             start = time.monotonic()
             try:
                 results["checks"][name] = getattr(Checks(args.tools, work, out_dir, args.fuzz_seeds), name)()
@@ -379,8 +383,14 @@ def main():
                   file=sys.stderr, flush=True)
             loopimg.run("rm", "-rf", work)
     results["kernel"].setdefault("pages_reclaimed_during_checks", reclaimed_so_far() - reclaimed)
-    with open(args.out, "w") as f:
+    save(args.out, results)
+
+
+def save(path, results):
+    """Replaces PATH with RESULTS whole: the host never reads half a file."""
+    with open(path + ".tmp", "w") as f:
         json.dump(results, f)
+    os.replace(path + ".tmp", path)
 
 
 if __name__ == "__main__":

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -190,9 +191,9 @@ def _save_guest_btf(k):
 class Result:
     """What a command run in a guest did: like subprocess.CompletedProcess,
     plus the guest's console log (the kernel's messages) for diagnosis."""
-    def __init__(self, returncode, stdout, stderr, console=""):
+    def __init__(self, returncode, stdout, stderr, console="", booted=True):
         self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
-        self.console = console
+        self.console, self.booted = console, booted
 
 
 # The guest runs this, in the scratch directory: the modules the checks need,
@@ -218,12 +219,16 @@ def _vng():
     sys.exit("kernels: no vng (virtme-ng): run scripts/install-deps")
 
 
-def boot(k, command, scratch, timeout=900, memory="2G", cpus=2, append=()):
+def boot(k, command, scratch, timeout=900, memory="2G", cpus=2, append=(),
+         started=None, start_timeout=300):
     """Runs COMMAND (argv list) in kernel K with SCRATCH (a host directory)
     writable and as the working directory; the rest of the host's root is
     read-only (virtme-ng gives the guest in-memory overlays). On the host
     kernel, runs it directly. Returns a Result; returncode 125 when the guest
-    never ran the command to its end (no boot, a panic, the timeout)."""
+    never ran the command to its end (no boot, a panic, the timeout). When
+    STARTED (a path the command creates early) does not exist START_TIMEOUT
+    seconds after the boot began, the guest is stopped as not booted, and
+    the Result's `booted` is false: qemu's TCG hangs in a boot now and then."""
     scratch = os.path.abspath(scratch)
     os.makedirs(scratch, exist_ok=True)
     if k.is_host:
@@ -258,9 +263,7 @@ def boot(k, command, scratch, timeout=900, memory="2G", cpus=2, append=()):
                                 stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
         try:
-            proc.wait(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            pass
+            booted = _wait(proc, timeout, started, start_timeout)
         finally:
             # The timeout, or this process interrupted: the guest goes too.
             if proc.poll() is None:
@@ -272,6 +275,12 @@ def boot(k, command, scratch, timeout=900, memory="2G", cpus=2, append=()):
         path = os.path.join(scratch, name)
         return open(path, errors="replace").read() if os.path.exists(path) else ""
     rc = read(".guest-rc").strip()
+    if not booted:
+        tail = "\n".join(log.splitlines()[-20:])
+        return Result(125, read(".guest-stdout"),
+                      read(".guest-stderr") + f"kernels: {k.name}: the command had not "
+                      f"started {start_timeout} s after the boot began; its console's last "
+                      f"lines:\n{tail}\n", log, booted=False)
     if not rc.isdigit():
         tail = "\n".join(log.splitlines()[-20:])
         return Result(125, read(".guest-stdout"),
@@ -279,6 +288,23 @@ def boot(k, command, scratch, timeout=900, memory="2G", cpus=2, append=()):
                       f"finish the command (timeout {timeout} s, panic or no boot); "
                       f"its console's last lines:\n{tail}\n", log)
     return Result(int(rc), read(".guest-stdout"), read(".guest-stderr"), log)
+
+
+def _wait(proc, timeout, started, start_timeout):
+    """Waits for PROC to end, TIMEOUT seconds at most; false when STARTED
+    did not appear within START_TIMEOUT seconds (the guest is then left
+    running, for the caller to stop)."""
+    deadline = time.monotonic() + timeout
+    start_deadline = time.monotonic() + start_timeout
+    while time.monotonic() < deadline:
+        try:
+            proc.wait(timeout=2)
+            return True
+        except subprocess.TimeoutExpired:
+            pass
+        if started and not os.path.exists(started) and time.monotonic() > start_deadline:
+            return False
+    return True
 
 
 def describe():

@@ -67,7 +67,11 @@ QUICK_CHECKS = ["trace_cold_cat", "trace_raw_tp_cold_cat", *guest_checks.FUZZ_CH
 FUZZ_SEEDS = tuple(int(x) for x in os.environ.get("PAGETRACE_KERNELS_FUZZ_SEEDS", "").split()
                    ) or guest_checks.FUZZ_SEEDS
 PARALLEL = int(os.environ.get("PAGETRACE_KERNELS_PARALLEL", "2"))
-GUEST_TIMEOUT = 2 * guest_checks.FUZZ_TIMEOUT + 1200
+GUEST_TIMEOUT = 2 * guest_checks.FUZZ_TIMEOUT + 900
+# The whole matrix's time (CI's 60 minutes hold the suite twice as well):
+# a guest gets what is left of it at most, so one guest that hangs costs
+# one failure, not the run.
+BUDGET = int(os.environ.get("PAGETRACE_KERNELS_BUDGET", "2400"))
 GUEST_MEMORY = "3G"   # cachefuzz's page cache and zram beside the checks
 
 _results = {}    # kernel name -> guest_checks' JSON
@@ -119,15 +123,28 @@ def run_guest(name):
     with tempfile.TemporaryDirectory(prefix=f"pagetrace-matrix-{name}-") as scratch:
         out = os.path.join(scratch, "results.json")
         started = datetime.datetime.now()
-        result = kernelvm.boot(k, ["/usr/bin/python3", guest_checks.__file__, "--tools", TOOLS,
-                                   "--out", out, "--fuzz-seeds", *map(str, FUZZ_SEEDS),
-                                   "--only", *checks_of(name)],
-                               scratch, timeout=GUEST_TIMEOUT, memory=GUEST_MEMORY)
-        if result.returncode != 0 or not os.path.exists(out):
-            return {"boot_error": f"exit {result.returncode}: "
-                    + (result.stderr[-3000:] or result.stdout[-3000:])}
+        argv = ["/usr/bin/python3", guest_checks.__file__, "--tools", TOOLS, "--out", out,
+                "--fuzz-seeds", *map(str, FUZZ_SEEDS), "--only", *checks_of(name)]
+        for attempt in (1, 2):
+            # A boot that hangs (TCG, now and then) is tried once more.
+            left = BUDGET - (datetime.datetime.now(datetime.timezone.utc) - _started).total_seconds()
+            result = kernelvm.boot(k, argv, scratch, timeout=max(60, int(min(GUEST_TIMEOUT, left))),
+                                   memory=GUEST_MEMORY, started=out)
+            if result.booted:
+                break
+            print(f"kernels: {name}: boot {attempt} did not start the checks", file=sys.stderr)
+        error = f"exit {result.returncode}: " + (result.stderr[-3000:] or result.stdout[-3000:])
+        if not os.path.exists(out):
+            return {"boot_error": error}
         with open(out) as f:
             results = json.load(f)
+        if result.returncode != 0 or "running" in results:
+            # The guest stopped early: the checks it finished are judged;
+            # the one it was running and those after it fail with why.
+            why = [line.split("; its console")[0] for line in result.stderr.splitlines()
+                   if line.startswith("kernels: ")] or [f"exit {result.returncode}"]
+            results["unfinished"] = {"running": results.pop("running", None), "why": why[0],
+                                     "error": error}
         results["guest_seconds"] = round((datetime.datetime.now() - started).total_seconds())
         for check in guest_checks.FUZZ_CHECKS:
             c = results["checks"].get(check, {})
@@ -481,6 +498,10 @@ CASES = [(k, tool, name, judge) for k in NAMES for tool, name, judge in JUDGED
 
 
 def check_record(results, tool, name):
+    if name not in results["checks"]:
+        u = results.get("unfinished", {})
+        where = "while running it" if u.get("running") == name else f"while running {u.get('running')}"
+        raise AssertionError(f"the guest stopped {where}: {u.get('why')}\n{u.get('error', '')}")
     c = results["checks"][name]
     if "error" in c:
         raise AssertionError(f"the guest check failed:\n{c['error']}")
@@ -543,6 +564,24 @@ def test_kernel_without_btf_is_one_line():
     assert proc.returncode == 1
     assert proc.stderr == "trace: --btf: /nonexistent/vmlinux: No such file or directory\n"
     assert proc.stdout == ""
+
+
+def test_a_guest_that_never_starts_its_command_is_stopped():
+    """The boot watchdog: a guest whose command has not created its file
+    START_TIMEOUT seconds in is stopped then, not at the whole timeout, and
+    no qemu is left behind."""
+    require_root()
+    k = kernelvm.kernel(next((n for n in NAMES if n != "host"), "6.1"))
+    with tempfile.TemporaryDirectory(prefix="pagetrace-watchdog-") as scratch:
+        began = datetime.datetime.now()
+        result = kernelvm.boot(k, ["sleep", "600"], scratch, timeout=300,
+                               started=os.path.join(scratch, "never"), start_timeout=20)
+        took = (datetime.datetime.now() - began).total_seconds()
+    assert not result.booted and result.returncode == 125
+    assert "had not started 20 s after" in result.stderr
+    assert 20 <= took < 60
+    left = subprocess.run(["pgrep", "-f", scratch], capture_output=True, text=True)
+    assert left.stdout == ""
 
 
 def test_a_load_error_is_a_failure_not_a_refusal():
@@ -671,7 +710,10 @@ def render(outcomes, results):
         f"Run {now} on {os.uname().nodename} (host kernel {os.uname().release}, "
         f"{os.cpu_count()} CPUs); the tools run: {tools_run()}.",
         f"Guests booted {PARALLEL} at a time; from start to this file, "
-        f"{elapsed // 60} min {elapsed % 60} s; load average {load}.",
+        f"{elapsed // 60} min {elapsed % 60} s; load average {load}. A guest gets what is left",
+        f"of the matrix's {BUDGET} s at most (PAGETRACE_KERNELS_BUDGET); one that stops early",
+        "fails the checks it had not finished, and a boot that has not started its checks",
+        "in 5 minutes is tried once more.",
         "Each kernel is Debian's own package (tests/kernels/list), booted under qemu (TCG) with",
         "virtme-ng; `host` is this machine's kernel, checked directly. A cell counts the checks",
         "that passed (the tool's numbers equal the kernel's ground truth: mincore, cachestat(2)",
@@ -708,6 +750,11 @@ def render(outcomes, results):
         if "boot_error" in results.get(name, {}):
             lines.append("Did not boot or run the checks: "
                          + results[name]["boot_error"].strip().splitlines()[-1])
+            lines.append("")
+        unfinished = results.get(name, {}).get("unfinished")
+        if unfinished:
+            lines.append(f"The guest stopped while running {unfinished['running']}: "
+                         + unfinished["why"])
             lines.append("")
         for (tool, check), (o, d) in sorted(outcomes.get(name, {}).items()):
             detail = f": {d}" if d and (o != "passed" or (tool, check) not in LOADED_BY) else ""
