@@ -14,6 +14,7 @@ import re
 import shutil
 import subprocess
 import tempfile
+import time
 
 import pagecache_util
 
@@ -127,6 +128,22 @@ def diskstats_field(device, index):
             if fields[2] == name:
                 return int(fields[index])
     raise AssertionError(f"{name} not in /proc/diskstats")
+
+
+def wait_idle(device, timeout=30.0):
+    """Waits until DEVICE (/dev/loopN) has no request in flight, three reads
+    of /sys/block/*/inflight in a row: readahead and posix_fadvise(WILLNEED)
+    return before their reads complete, and mincore() shows a page only once
+    its read has. False if it never was, TIMEOUT seconds in."""
+    path = f"/sys/block/{os.path.basename(device)}/inflight"
+    deadline, idle = time.monotonic() + timeout, 0
+    while time.monotonic() < deadline:
+        with open(path) as f:
+            idle = idle + 1 if f.read().split() == ["0", "0"] else 0
+        if idle == 3:
+            return True
+        time.sleep(0.01)
+    return False
 
 
 def write_file(path, size, seed=0):

@@ -219,7 +219,7 @@ def _evict(pack, mountpoint):
 
 @pytest.mark.parametrize("mode", ["sorted", "concurrent", "concurrent-window", "planned",
                                   "planned-gap"])
-def test_launch_prefetches_exactly_the_pack(recorded, mode):
+def test_launch_prefetches_exactly_the_pack(app_image, recorded, mode):
     mountpoint, pack_path, _ = recorded
     pack = packfile.read(pack_path)
     assert pack.runs == 2 and pack.read_ahead_kb == 0
@@ -234,6 +234,9 @@ def test_launch_prefetches_exactly_the_pack(recorded, mode):
     # CMD waits long enough for a concurrent prefetch to end; it reads nothing.
     done = pagetrace("launch", *options, pack_path, "--", "sleep", "1")
     assert done.returncode == 0, done.stderr
+    # The prefetch has asked for every range (its grandchild held stderr
+    # open until then); WILLNEED's reads may still be in flight.
+    assert loopimg.wait_idle(app_image[1])
     for entry in files:
         expected = _expected_pages(pack, entry)
         if mode == "planned-gap":

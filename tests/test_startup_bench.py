@@ -199,7 +199,7 @@ def test_all_five_states_interleaved_and_every_run_in_the_csv(workload):
     with open(workload.replay_log) as f:
         calls = f.read().splitlines()
     assert calls.count(f"--sorted --prefetch {workload.trace}") == 3
-    assert calls.count(workload.trace) == 3
+    assert calls.count(f"--first-reads {workload.trace}") == 3
 
     report = json.loads(done.stdout)
     assert set(report["summary"]) == set(ALL_STATES)
@@ -283,7 +283,7 @@ def test_used_states_call_replay_with_the_used_trace(workload):
     assert calls == [f"--sorted --prefetch {workload.trace}",
                      f"--sorted --prefetch {used_list}",
                      f"--prefetch {used_list}",
-                     workload.trace] * 2
+                     f"--first-reads {workload.trace}"] * 2
     with open(f"{log}.2") as f:
         listed = [line.split()[:3] for line in f if not line.startswith("#")]
     with open(workload.used_trace) as f:

@@ -29,7 +29,8 @@ the program's own preloads added (--merged-preloads): used_pages.
   launched-stale
               as launched, with a copy of PACK in which every file's inode
               is one no file has: every file stale, nothing prefetched
-  simulated   selective, then `replay TRACE` (O_DIRECT, original order),
+  simulated   selective, then `replay --first-reads TRACE` (O_DIRECT,
+              original order, each page once),
               then warm the files and run: "simulated I/O + hot start",
               the 2011 check against a real (selectively) cold start
 
