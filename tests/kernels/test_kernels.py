@@ -17,6 +17,13 @@ Each check of each kernel is one test, with one of three outcomes (and
 A failed check fails its test. With PAGETRACE_KERNELS_DOC=FILE the outcomes
 are written as a table to FILE (make test-kernels: docs/kernels.md).
 
+Time: the matrix has a budget (PAGETRACE_KERNELS_BUDGET, 2400 s), and a
+guest is stopped when what is left of it runs out; the checks it finished
+are judged, the rest fail. A guest that has not started its checks 5
+minutes into its boot is stopped and booted once more: CI's run of
+2026-11-27 00:06 UTC waited 70 minutes on 7.3's guest, whose console ended
+at 1.04 s into the boot (hpet0's line), under TCG.
+
 Environment:
   PAGETRACE_KERNELS_TOOLS  directory of trace, cachetop, cachestat
                            (default: this tree's tracer/), e.g. another
@@ -36,6 +43,7 @@ Environment:
                            results in (NAME.json), for diagnosis
   PAGETRACE_KERNELS_FROM   judge the results kept there instead of booting
                            (to rework a judgement without a new run)
+  PAGETRACE_KERNELS_BUDGET  seconds for the whole matrix (default 2400)
 """
 import concurrent.futures
 import datetime
