@@ -21,10 +21,12 @@
 	SEC("raw_tp/" tracepoint)						\
 	int BPF_PROG(raw_##name, __VA_ARGS__) { return body; }
 
-static __always_inline int handle_map_pages(struct address_space *mapping, __u64 start, __u64 end)
+/* @vmf: the fault's, where the program has it (fexit), else NULL. */
+static __always_inline int handle_map_pages(struct address_space *mapping, __u64 start, __u64 end,
+					    struct vm_fault *vmf)
 {
 	if (current_is_traced())
-		page_access_map(mapping, start, end);
+		page_access_map(mapping, start, end, vmf);
 	return 0;
 }
 
@@ -36,15 +38,17 @@ static __always_inline int handle_page_fault(unsigned long address, bool user_mo
 }
 
 /*
- * Only the read family and a thread's exit are looked at; every other
- * system call returns here.
+ * A traced thread's system call: its last fault has ended (a silent one is
+ * resolved, page_access_syscall_starts()); then the read family is looked
+ * at.
  */
 static __always_inline int handle_sys_enter(struct pt_regs *regs, long id)
 {
-	if (is_read_syscall(id) && current_is_traced())
+	if (!current_is_traced())
+		return 0;
+	page_access_syscall_starts();
+	if (is_read_syscall(id))
 		page_access_read_syscall(regs, id);
-	else if (is_exit_syscall(id) && current_is_traced())
-		page_access_thread_ends();
 	return 0;
 }
 
@@ -54,7 +58,7 @@ static __always_inline int handle_sys_enter(struct pt_regs *regs, long id)
  */
 #define PAGE_ACCESS_PROGRAMS()							\
 	TRACEPOINT_PROGRAMS(map_pages, "mm_filemap_map_pages",				\
-			    handle_map_pages(mapping, start, end),			\
+			    handle_map_pages(mapping, start, end, NULL),		\
 			    struct address_space *mapping, unsigned long start,		\
 			    unsigned long end)						\
 	TRACEPOINT_PROGRAMS(fault_user, "page_fault_user", handle_page_fault(address, true),	\
@@ -102,6 +106,6 @@ static __always_inline __s64 last_file_page(struct address_space *mapping)
 	return size > 0 ? (__s64)((__u64)(size - 1) >> page_shift) : -1;
 }
 
-#define FILEMAP_FUNCTION_PROGRAMS()							SEC("fexit/filemap_get_pages")							int BPF_PROG(fexit_get_pages, struct kiocb *iocb, __u64 count_or_iter)		{											__u64 ret = 0, pos, count;																bpf_get_func_ret(ctx, &ret);							if ((int)ret)										return 0;								pos = BPF_CORE_READ(iocb, ki_pos);						count = get_pages_takes_count ? count_or_iter :						BPF_CORE_READ((struct iov_iter *)count_or_iter, count);			return handle_get_pages(BPF_CORE_READ(iocb, ki_filp, f_mapping),						pos >> page_shift,									((pos + count + (1ULL << page_shift) - 1) >>						 page_shift) - 1);					}										SEC("fentry/filemap_fault")							int BPF_PROG(fentry_fault, struct vm_fault *vmf)				{											struct address_space *mapping = vmf_mapping(vmf);				__u64 index = BPF_CORE_READ(vmf, pgoff);														if (!mapping || (__s64)index > last_file_page(mapping))					return 0;								return handle_fault(mapping, index);					}										SEC("fexit/filemap_map_pages")							int BPF_PROG(fexit_map_pages, struct vm_fault *vmf, unsigned long start,			     unsigned long end)							{											struct address_space *mapping = vmf_mapping(vmf);				__s64 last = mapping ? last_file_page(mapping) : -1;													if (last < 0 || start > (__u64)last)							return 0;								return handle_map_pages(mapping, start,									end > (__u64)last ? (__u64)last : end);			}
+#define FILEMAP_FUNCTION_PROGRAMS()							SEC("fexit/filemap_get_pages")							int BPF_PROG(fexit_get_pages, struct kiocb *iocb, __u64 count_or_iter)		{											__u64 ret = 0, pos, count;																bpf_get_func_ret(ctx, &ret);							if ((int)ret)										return 0;								pos = BPF_CORE_READ(iocb, ki_pos);						count = get_pages_takes_count ? count_or_iter :						BPF_CORE_READ((struct iov_iter *)count_or_iter, count);			return handle_get_pages(BPF_CORE_READ(iocb, ki_filp, f_mapping),						pos >> page_shift,									((pos + count + (1ULL << page_shift) - 1) >>						 page_shift) - 1);					}										SEC("fentry/filemap_fault")							int BPF_PROG(fentry_fault, struct vm_fault *vmf)				{											struct address_space *mapping = vmf_mapping(vmf);				__u64 index = BPF_CORE_READ(vmf, pgoff);														if (!mapping || (__s64)index > last_file_page(mapping))					return 0;								return handle_fault(mapping, index);					}										SEC("fexit/filemap_map_pages")							int BPF_PROG(fexit_map_pages, struct vm_fault *vmf, unsigned long start,			     unsigned long end)							{											struct address_space *mapping = vmf_mapping(vmf);				__s64 last = mapping ? last_file_page(mapping) : -1;													if (last < 0 || start > (__u64)last)							return 0;								return handle_map_pages(mapping, start,									end > (__u64)last ? (__u64)last : end, vmf);			}
 
 #endif /* PAGETRACE_PROGRAMS_BPF_H */

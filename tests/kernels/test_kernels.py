@@ -526,9 +526,11 @@ KNOWN_BUGS = {
     # kernel: trace --used counted one accessed page as mapped (seed 1185,
     # ext4: used_pages 2 where the kernel says 3, mapped_pages 35 for 34);
     # 0 mismatches in that kernel's other runs of the same seeds (two matrix
-    # runs of this build, two of the build before). Not reproduced, open
-    # (docs/tracer.md, "On other kernels"). Its error line still names every
-    # mismatch, in docs/kernels.md.
+    # runs of this build, two of the build before, 33 in one guest). The
+    # likely cause (a busy bpf_find_vma at fexit/filemap_map_pages) is fixed
+    # since, not confirmed (docs/tracer.md, "On other kernels"). Only
+    # mismatches are a known bug here, not a load error or a crash; the
+    # error line still names every mismatch, in docs/kernels.md.
     ("6.1", "cachefuzz", "cachefuzz_ext4"):
         "6.1: trace --used once counted an accessed page as mapped (seed 1185), open",
     ("6.1", "cachefuzz", "cachefuzz_xfs"):
@@ -536,6 +538,7 @@ KNOWN_BUGS = {
     # (7.3's warm mmap touches served by a PMD-sized folio, which fire no
     # filemap: event, were one until page_access.bpf.h's resolve_silent_fault().)
 }
+KNOWN_BUG_ERRORS = " mismatches on "   # judge_cachefuzz's, and nothing else
 
 
 @pytest.mark.parametrize("kernel,tool,check,judge", CASES,
@@ -555,7 +558,7 @@ def test_kernel_check(kernel, tool, check, judge, request):
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
         known = KNOWN_BUGS.get((kernel, tool, check))
-        if known:
+        if known and KNOWN_BUG_ERRORS in first:
             outcomes[tool, check] = ("known bug", f"{known}: {first}")
             pytest.xfail(known)
         outcomes[tool, check] = ("failed", first)
