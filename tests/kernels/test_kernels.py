@@ -535,6 +535,18 @@ KNOWN_BUGS = {
         "6.1: trace --used once counted an accessed page as mapped (seed 1185), open",
     ("6.1", "cachefuzz", "cachefuzz_xfs"):
         "6.1: trace --used once counted an accessed page as mapped (seed 1185, ext4), open",
+    # A clean clone's .ci/run of a317f60 (2026-11-27 02:54 UTC) on 7.3:
+    # cachetop one access short (seed 1212, xfs, read_ahead_kb 0, touches
+    # in a forked child: accesses 13 where the kernel says 14), with the
+    # PMD-mapped faults of seed 1118 fixed; 0 in 5 runs of that seed alone.
+    # Not reproduced, cause not found; the likely one: bpf_find_vma()'s
+    # mmap-lock trylock at mm_filemap_map_pages failing while a writer
+    # (khugepaged) holds or waits for the lock, so that the fault's page is
+    # not told apart (docs/tracer.md, "On other kernels").
+    ("7.3", "cachefuzz", "cachefuzz_ext4"):
+        "7.3: once in a while an access short under load (seed 1212, xfs), open",
+    ("7.3", "cachefuzz", "cachefuzz_xfs"):
+        "7.3: once in a while an access short under load (seed 1212, xfs), open",
     # (7.3's warm mmap touches served by a PMD-sized folio, which fire no
     # filemap: event, were one until page_access.bpf.h's resolve_silent_fault().)
 }
