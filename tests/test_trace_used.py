@@ -169,6 +169,30 @@ json.dump(present_pages(map_address({f!r}), {npages}), open({str(out)!r}, "w"))
     assert causes == {"fault"}
 
 
+MMAP_CONTEND = os.path.join(REPO, "samples", ".output", "mmap-contend")
+
+
+def test_faults_while_another_thread_holds_the_mmap_lock(data_dir, tmp_path):
+    """Each touch of samples/mmap-contend is a fault whose fault-around
+    looks its VMA up while a second thread takes the mmap lock for writing
+    in a loop (bpf_find_vma's trylock then fails): every touched page is
+    an access, none only mapped (page_access.bpf.h, fault_vma(); before it,
+    77 to 311 of 512 were recorded as mapped only). Cached and unmapped at
+    the start, so the touches are the only faults on the file."""
+    assert os.access(MMAP_CONTEND, os.X_OK), "make -C samples builds mmap-contend"
+    f = os.path.join(data_dir, "contended.bin")
+    write_file(f, 64 * MiB)
+    with open(f, "rb") as cached:
+        while cached.read(MiB):
+            pass
+    trace, proc, _ = run_used(tmp_path, "--", MMAP_CONTEND, f)
+    touched = set(json.loads(next(line for line in reversed(proc.stderr.splitlines())
+                                  if line.startswith("["))))
+    assert len(touched) == 512
+    assert trace.kind_set(f, "access") == touched
+    assert not trace.kind_set(f, "map") & touched
+
+
 def test_major_fault_among_cached_pages(data_dir, tmp_path):
     # A fault on an absent page whose fault-around window holds cached
     # pages: the tracer leaves the first fault-around to the fault's retry

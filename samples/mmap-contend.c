@@ -1,0 +1,75 @@
+/*
+ * mmap-contend FILE: maps FILE, touches its page 3, then one page in every
+ * 32 (fault-around maps 16 around each, so each touch is a fault of its
+ * own) while a second thread maps and unmaps anonymous memory in a loop,
+ * taking the process's mmap lock for writing over and over. Prints the
+ * touched pages, in order, as a JSON list on stderr.
+ *
+ * The workload of tests/test_trace_used.py's test of fault-arounds whose
+ * VMA lookup finds the mmap lock busy (page_access.bpf.h, fault_vma()).
+ */
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#define PAGE 4096L
+#define STRIDE 32L
+
+static atomic_int stop;
+
+static void *map_and_unmap(void *unused)
+{
+	(void)unused;
+	while (!atomic_load(&stop)) {
+		void *p = mmap(NULL, 1 << 20, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+		if (p != MAP_FAILED)
+			munmap(p, 1 << 20);
+	}
+	return NULL;
+}
+
+int main(int argc, char **argv)
+{
+	volatile const char *m;
+	struct stat st;
+	pthread_t thread;
+	long pages;
+	int fd;
+
+	if (argc != 2) {
+		fprintf(stderr, "usage: mmap-contend FILE\n");
+		return 2;
+	}
+	fd = open(argv[1], O_RDONLY);
+	if (fd < 0 || fstat(fd, &st) < 0) {
+		perror(argv[1]);
+		return 1;
+	}
+	pages = st.st_size / PAGE;
+	m = mmap(NULL, st.st_size, PROT_READ, MAP_SHARED, fd, 0);
+	if (m == MAP_FAILED) {
+		perror("mmap");
+		return 1;
+	}
+	/* The first touch before the contention: the thread's VMA is known. */
+	(void)m[3 * PAGE];
+	if (pthread_create(&thread, NULL, map_and_unmap, NULL)) {
+		fprintf(stderr, "mmap-contend: cannot start a thread\n");
+		return 1;
+	}
+	for (long p = 3 + STRIDE; p < pages; p += STRIDE)
+		(void)m[p * PAGE];
+	atomic_store(&stop, 1);
+	pthread_join(thread, NULL);
+	fprintf(stderr, "[3");
+	for (long p = 3 + STRIDE; p < pages; p += STRIDE)
+		fprintf(stderr, ", %ld", p);
+	fprintf(stderr, "]\n");
+	return 0;
+}
