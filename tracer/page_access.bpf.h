@@ -903,22 +903,19 @@ static __always_inline bool vma_from_fault(struct vm_fault *vmf, struct vma_look
  */
 static __always_inline void fault_vma(struct thread_access *ta, struct vma_lookup *lookup)
 {
+	/* Few branches: raw_tp's map_pages program is near the verifier's limit. */
 	if (!bpf_find_vma(current_task(), lookup->address, vma_file_page, lookup, 0)) {
-		if (lookup->mapping) {
-			ta->vma_mapping = lookup->mapping;
-			ta->vma_start = lookup->start;
-			ta->vma_end = lookup->end;
-			ta->vma_pgoff = lookup->pgoff;
-		}
-		return;
+		ta->vma_mapping = lookup->mapping;
+		ta->vma_start = lookup->start;
+		ta->vma_end = lookup->end;
+		ta->vma_pgoff = lookup->pgoff;
+	} else if (lookup->address - ta->vma_start < ta->vma_end - ta->vma_start) {
+		lookup->mapping = ta->vma_mapping;
+		lookup->start = ta->vma_start;
+		lookup->end = ta->vma_end;
+		lookup->pgoff = ta->vma_pgoff;
+		lookup->index = ((lookup->address - lookup->start) >> page_shift) + lookup->pgoff;
 	}
-	if (!ta->vma_mapping || lookup->address < ta->vma_start || lookup->address >= ta->vma_end)
-		return;
-	lookup->mapping = ta->vma_mapping;
-	lookup->start = ta->vma_start;
-	lookup->end = ta->vma_end;
-	lookup->pgoff = ta->vma_pgoff;
-	lookup->index = ((lookup->address - lookup->start) >> page_shift) + lookup->pgoff;
 }
 
 static __always_inline void page_access_map(struct address_space *mapping, __u64 start, __u64 end,
