@@ -873,7 +873,6 @@ static __always_inline void page_access_map_whole_folios(struct chunk_walk *walk
 		map_folio_beyond(walk, vma, false, start, end);
 }
 
-/* filemap:mm_filemap_map_pages(mapping, start, end): fault-around. */
 /*
  * The VMA of the fault at @lookup->address, from @vmf where the program has
  * it (fexit/filemap_map_pages, 6.1): bpf_find_vma() takes the mmap lock
@@ -918,6 +917,7 @@ static __always_inline void fault_vma(struct thread_access *ta, struct vma_looku
 	}
 }
 
+/* filemap:mm_filemap_map_pages(mapping, start, end): fault-around. */
 static __always_inline void page_access_map(struct address_space *mapping, __u64 start, __u64 end,
 					    struct vm_fault *vmf)
 {
@@ -1069,8 +1069,6 @@ static __always_inline void page_access_syscall_starts(void)
 	}
 	resolve_silent_fault(ta);
 }
-
-/* exit or exit_group at sys_enter: the thread's last fault, if silent. */
 
 /*
  * task->pagefault_disabled as a fault's tracepoint sees it when the kernel

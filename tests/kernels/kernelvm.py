@@ -275,14 +275,13 @@ def boot(k, command, scratch, timeout=900, memory="2G", cpus=2, append=(),
         path = os.path.join(scratch, name)
         return open(path, errors="replace").read() if os.path.exists(path) else ""
     rc = read(".guest-rc").strip()
+    tail = "\n".join(log.splitlines()[-20:])
     if not booted:
-        tail = "\n".join(log.splitlines()[-20:])
         return Result(125, read(".guest-stdout"),
                       read(".guest-stderr") + f"kernels: {k.name}: the command had not "
                       f"started {start_timeout} s after the boot began; its console's last "
                       f"lines:\n{tail}\n", log, booted=False)
     if not rc.isdigit():
-        tail = "\n".join(log.splitlines()[-20:])
         return Result(125, read(".guest-stdout"),
                       read(".guest-stderr") + f"kernels: {k.name}: the guest did not "
                       f"finish the command (timeout {timeout} s, panic or no boot); "
