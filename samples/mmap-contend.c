@@ -1,17 +1,22 @@
 /*
- * mmap-contend FILE: maps FILE, touches its page 3, then one page in every
- * 32 (fault-around maps 16 around each, so each touch is a fault of its
- * own) while a second thread maps and unmaps anonymous memory in a loop,
- * taking the process's mmap lock for writing over and over. Prints the
- * touched pages, in order, as a JSON list on stderr.
+ * mmap-contend [--remap] FILE: maps FILE, touches its page 3, then one page
+ * in every 32 (fault-around maps 16 around each, so each touch is a fault
+ * of its own) while a second thread maps and unmaps anonymous memory in a
+ * loop, taking the process's mmap lock for writing over and over. With
+ * --remap each of those touches is in a mapping of its own, made just
+ * before it (32 pages of the file around the page): every touch is then
+ * the first fault in its mapping. Prints the touched pages, in order, as
+ * a JSON list on stderr.
  *
- * The workload of tests/test_trace_used.py's test of fault-arounds whose
- * VMA lookup finds the mmap lock busy (page_access.bpf.h, fault_vma()).
+ * The workload of tests/test_trace_used.py's tests of faults whose VMA
+ * lookup finds the mmap lock busy (page_access.bpf.h, fault_vma() and the
+ * deferred fault-around).
  */
 #include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -34,21 +39,42 @@ static void *map_and_unmap(void *unused)
 	return NULL;
 }
 
+/* Touch page @p: in @m, or with @fd in a mapping of its own around it. */
+static int touch(volatile const char *m, int fd, long p)
+{
+	volatile const char *window;
+	long first = p / STRIDE * STRIDE;
+
+	if (fd < 0) {
+		(void)m[p * PAGE];
+		return 0;
+	}
+	window = mmap(NULL, STRIDE * PAGE, PROT_READ, MAP_SHARED, fd, first * PAGE);
+	if (window == MAP_FAILED) {
+		perror("mmap");
+		return -1;
+	}
+	(void)window[(p - first) * PAGE];
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	volatile const char *m;
+	int remap = argc == 3 && !strcmp(argv[1], "--remap");
+	const char *path = argv[argc - 1];
 	struct stat st;
 	pthread_t thread;
 	long pages;
-	int fd;
+	int fd, failed = 0;
 
-	if (argc != 2) {
-		fprintf(stderr, "usage: mmap-contend FILE\n");
+	if (argc != 2 && !remap) {
+		fprintf(stderr, "usage: mmap-contend [--remap] FILE\n");
 		return 2;
 	}
-	fd = open(argv[1], O_RDONLY);
+	fd = open(path, O_RDONLY);
 	if (fd < 0 || fstat(fd, &st) < 0) {
-		perror(argv[1]);
+		perror(path);
 		return 1;
 	}
 	pages = st.st_size / PAGE;
@@ -63,10 +89,12 @@ int main(int argc, char **argv)
 		fprintf(stderr, "mmap-contend: cannot start a thread\n");
 		return 1;
 	}
-	for (long p = 3 + STRIDE; p < pages; p += STRIDE)
-		(void)m[p * PAGE];
+	for (long p = 3 + STRIDE; p < pages && !failed; p += STRIDE)
+		failed = touch(m, remap ? fd : -1, p);
 	atomic_store(&stop, 1);
 	pthread_join(thread, NULL);
+	if (failed)
+		return 1;
 	fprintf(stderr, "[3");
 	for (long p = 3 + STRIDE; p < pages; p += STRIDE)
 		fprintf(stderr, ", %ld", p);

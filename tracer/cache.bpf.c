@@ -184,6 +184,11 @@ static __always_inline void on_walk_cut_short(void)
 	add(CACHE_LOST_LONG_RANGE, 1);
 }
 
+static __always_inline void on_fault_lost(void)
+{
+	add(CACHE_LOST_FAULT, 1);
+}
+
 /* bio_pages.bpf.h hook: pages read from storage are pending until accessed. */
 static __always_inline void on_read_run(struct bio_walk *walk)
 {

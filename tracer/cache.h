@@ -22,6 +22,7 @@ enum cache_counter {
 	CACHE_LOST_PATH,	/* a file name not sent: ring buffer full */
 	CACHE_LOST_PROCESS,	/* per-process map full */
 	CACHE_LOST_FILE,	/* per-file map full */
+	CACHE_LOST_FAULT,	/* a fault whose VMA was never found (mmap lock busy) */
 	NR_CACHE_COUNTERS,
 };
 

@@ -191,11 +191,12 @@ void cache_report_lost(const __u64 t[NR_CACHE_COUNTERS])
 		return;
 	errmsg(NULL, "%llu events LOST (page state map full: %llu, ranges too long: %llu, "
 	       "bios too long: %llu, untracked children: %llu, names: %llu, processes: %llu, "
-	       "files: %llu); the counts are incomplete",
+	       "files: %llu, faults unresolved: %llu); the counts are incomplete",
 	       (unsigned long long)cache_lost(t), (unsigned long long)t[CACHE_LOST_PAGE_STATE],
 	       (unsigned long long)t[CACHE_LOST_LONG_RANGE], (unsigned long long)t[CACHE_LOST_LONG_BIO],
 	       (unsigned long long)t[CACHE_LOST_TASKS], (unsigned long long)t[CACHE_LOST_PATH],
-	       (unsigned long long)t[CACHE_LOST_PROCESS], (unsigned long long)t[CACHE_LOST_FILE]);
+	       (unsigned long long)t[CACHE_LOST_PROCESS], (unsigned long long)t[CACHE_LOST_FILE],
+	       (unsigned long long)t[CACHE_LOST_FAULT]);
 }
 
 double read_hit_ratio(__u64 hits, __u64 misses)

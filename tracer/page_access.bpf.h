@@ -62,7 +62,23 @@ struct {
 	__type(value, struct page_chunk);
 } page_states SEC(".maps");
 
-enum fault_state { FAULT_NONE, FAULT_STARTED, FAULT_RESOLVED };
+/* FAULT_DEFERRED: its fault-around waits for its VMA (defer_map()), and is resolved with it. */
+enum fault_state { FAULT_NONE, FAULT_STARTED, FAULT_RESOLVED, FAULT_DEFERRED };
+
+/* A fault-around whose VMA lookup failed (defer_map()). */
+struct deferred_map {
+	__u64 address;		/* its fault's; 0: a free slot */
+	__u64 mapping, start, end;
+	__u64 account;		/* its fault's page is the fault's access (not filemap_fault's) */
+	__u64 found;		/* its VMA found: index and mapped are set */
+	__u64 index;		/* its fault's page */
+	__u64 mapped;		/* of its pages, from start on, those the page tables map */
+	/* Scratch of the functions that resolve it, off the stack (512 bytes before v6.13). */
+	struct page_chunk_key key;
+	__u64 byte_read;
+};
+
+#define DEFERRED_MAPS	8
 
 /* What one thread is doing: its read call and its page fault in progress. */
 struct thread_access {
@@ -85,6 +101,9 @@ struct thread_access {
 	__u32 fault_folio_check; /* filemap_fault served it: its folio may be mapped whole */
 	__u64 vma_mapping;	/* the last file VMA a fault-around's lookup found */
 	__u64 vma_start, vma_end, vma_pgoff;
+	struct deferred_map deferred_maps[DEFERRED_MAPS]; /* see defer_map() */
+	__u32 nr_deferred_maps;
+	__u32 deferred_slot;	/* FAULT_DEFERRED: the fault's slot */
 };
 
 /* Task-local storage: no hashing on the fault path, freed with the thread. */
@@ -115,6 +134,8 @@ static __always_inline void on_map(struct inode *inode, const struct page_chunk_
 				   __u64 new_mask);
 static __always_inline void on_state_full(void);
 static __always_inline void on_walk_cut_short(void);
+/* A fault whose page could not be told: its VMA was never found (mmap lock busy). */
+static __always_inline void on_fault_lost(void);
 
 static __always_inline void file_id_of(struct inode *inode, struct file_id *id)
 {
@@ -764,6 +785,8 @@ static __always_inline void page_access_fault(struct address_space *mapping, __u
 	if (ta->fault_state == FAULT_RESOLVED && ta->fault_mapping == (__u64)mapping &&
 	    ta->fault_index == index)
 		return;	/* the same fault, retried after the page was read */
+	if (ta->fault_state == FAULT_DEFERRED)	/* fault-around did not serve it: this is its access */
+		ta->deferred_maps[ta->deferred_slot & (DEFERRED_MAPS - 1)].account = 0;
 	start_walk(&walk, mapping, OP_FAULT, index, index);
 	walk_chunks(&walk);
 	ta->fault_state = FAULT_RESOLVED;
@@ -862,8 +885,9 @@ static __always_inline void page_access_map_whole_folios(struct chunk_walk *walk
 
 	if (!before && !after)
 		return;	/* most fault-arounds: no VMA lookup, no page-table read */
-	if (!vma->mapping)
-		bpf_find_vma(current_task(), vma->address, vma_file_page, vma, 0);
+	if (!vma->mapping &&
+	    bpf_find_vma(current_task(), vma->address, vma_file_page, vma, 0) == -16 /* -EBUSY */)
+		on_fault_lost();
 	if (vma->mapping != (__u64)walk->mapping)
 		return;	/* not this thread's fault (a remote GUP): no page tables to read */
 	walk->op = OP_MAPPED_WHOLE;
@@ -900,10 +924,12 @@ static __always_inline bool vma_from_fault(struct vm_fault *vmf, struct vma_look
  * lookup uses it when the address lies in it; the caller's check that the
  * page lies in fault-around's range catches a VMA replaced since.
  */
-static __always_inline void fault_vma(struct thread_access *ta, struct vma_lookup *lookup)
+static __always_inline long fault_vma(struct thread_access *ta, struct vma_lookup *lookup)
 {
 	/* Few branches: raw_tp's map_pages program is near the verifier's limit. */
-	if (!bpf_find_vma(current_task(), lookup->address, vma_file_page, lookup, 0)) {
+	long err = bpf_find_vma(current_task(), lookup->address, vma_file_page, lookup, 0);
+
+	if (!err) {
 		ta->vma_mapping = lookup->mapping;
 		ta->vma_start = lookup->start;
 		ta->vma_end = lookup->end;
@@ -915,6 +941,44 @@ static __always_inline void fault_vma(struct thread_access *ta, struct vma_looku
 		lookup->pgoff = ta->vma_pgoff;
 		lookup->index = ((lookup->address - lookup->start) >> page_shift) + lookup->pgoff;
 	}
+	return err;
+}
+
+/*
+ * Fault-around whose fault's VMA was not found: the mmap lock busy, and
+ * not the thread's last file VMA (its first fault in a mapping, a forked
+ * child's or a fresh mmap's). Which page faulted is then unknown, and so
+ * is which of the range's pages are an access: nothing is walked now.
+ * find_deferred_slot() and map_deferred_slot() walk the range at the
+ * thread's next fault or system call, reading from the page tables which
+ * pages fault-around mapped (samples/mmap-contend --remap: 18 and 50 of
+ * 512 touches recorded as mapped only, 15 to 129 pages as both, "0 lost",
+ * before). Eight are kept; a ninth while they wait is walked at once, its
+ * fault counted lost.
+ */
+static __always_inline bool defer_map(struct thread_access *ta, struct address_space *mapping,
+				      __u64 start, __u64 end)
+{
+	struct deferred_map *slot;
+	int free = -1;
+
+	for (int i = 0; i < DEFERRED_MAPS; i++)
+		if (!ta->deferred_maps[i].address)
+			free = i;
+	if (free < 0) {
+		on_fault_lost();
+		return false;
+	}
+	slot = &ta->deferred_maps[free & (DEFERRED_MAPS - 1)];
+	slot->address = ta->fault_address;
+	slot->mapping = (__u64)mapping;
+	slot->start = start;
+	slot->end = end;
+	slot->account = 1;
+	ta->nr_deferred_maps++;
+	ta->fault_state = FAULT_DEFERRED;
+	ta->deferred_slot = free;
+	return true;
 }
 
 /* filemap:mm_filemap_map_pages(mapping, start, end): fault-around. */
@@ -930,6 +994,8 @@ static __always_inline void page_access_map(struct address_space *mapping, __u64
 		lookup.address = ta->fault_address;
 		if (!vma_from_fault(vmf, &lookup))
 			fault_vma(ta, &lookup);
+		if (!lookup.end && defer_map(ta, mapping, start, end))
+			return;
 		if (lookup.mapping == (__u64)mapping && lookup.index >= start && lookup.index <= end) {
 			/*
 			 * A fault taken by the arch handler (page_fault_user or
@@ -993,6 +1059,11 @@ static __always_inline void resolve_silent_at(struct thread_access *ta, __u64 ad
 	 * and their 1,449 pages lost).
 	 */
 	err = bpf_find_vma(current_task(), lookup.address, vma_file_page, &lookup, 0);
+	/*
+	 * One is kept. A second is not counted lost: most such faults are
+	 * anonymous, and with cachestat beside cachetop every lookup at a
+	 * fault finds the irq_work busy (18,340 "lost" in 100 scripts).
+	 */
 	if (err == -16 /* -EBUSY */ && !ta->deferred_address)
 		ta->deferred_address = address;
 	if (err)
@@ -1034,15 +1105,161 @@ static __always_inline void map_fault_folio(struct thread_access *ta)
 	folio = folio_at(mapping, index);
 	if (!lookup.address || !folio || folio_pages((const struct folio *)folio) < 2)
 		return;
-	if (bpf_find_vma(current_task(), lookup.address, vma_file_page, &lookup, 0) ||
-	    lookup.mapping != (__u64)mapping || lookup.index != index)
-		return;	/* not this fault's page (a kernel-mode or remote fault) */
+	fault_vma(ta, &lookup);
+	if (!lookup.end || lookup.mapping != (__u64)mapping || lookup.index != index)
+		return;	/* not this fault's page (a kernel-mode or remote fault), or busy */
 	start_walk(&walk, mapping, OP_MAP, index, index);
 	page_access_map_whole_folios(&walk, index, index, &lookup);
 }
 
+/*
+ * A deferred fault-around's pages, read from the page tables: which pages
+ * fault-around mapped is what they map now, and the page cache need not
+ * be walked (a mapped page is in it). Two chunks at most: fault-around's
+ * default range is 16 pages (fault_around_bytes, 64 KiB).
+ */
+/*
+ * Of the @pages (64 at most) pages that the VMA maps from @address, those
+ * its page tables map: bit i for page i (@byte: where to read one byte). A loop without branches, not a
+ * bpf_loop: a callback's frame took the fault program's stack to 544
+ * bytes on 6.1 (512 at most before v6.13), and a branch a page made
+ * states the verifier could not prune.
+ */
+static __always_inline __u64 ptes_mapped(__u64 pages, __u64 address, __u64 *byte)
+{
+	__u64 mapped = 0;
+
+	for (__u32 i = 0; i < CHUNK_PAGES && i < pages; i++) {
+		long err = bpf_probe_read_user(byte, 1,
+					       (const void *)(address + ((__u64)i << page_shift)));
+
+		mapped |= (((__u64)err >> 63) ^ 1) << i;	/* err is 0 or negative */
+	}
+	return mapped;
+}
+
+/*
+ * One chunk of it, @mapped its pages the page tables map: the fault's page
+ * is its access when @account (as chunk_map() counts it), the others are
+ * mapped ones unless known already.
+ */
+static __always_inline void map_chunk_from_ptes(struct inode *inode, struct page_chunk_key *key,
+						__u64 mapped, __u64 fault_index, bool account)
+{
+	__u64 base = key->chunk << CHUNK_SHIFT, fault_bit = 0, new_map;
+	struct page_chunk *state;
+	__u32 hits = 0, misses = 0;
+	__u64 first;
+
+	if (fault_index >= base && fault_index < base + CHUNK_PAGES)
+		fault_bit = 1ULL << (fault_index - base);
+	state = chunk_state(key, mapped != 0);
+	if (!state)
+		return;
+	if (account && (mapped & fault_bit)) {
+		first = mark_accessed(state, fault_bit, &hits, &misses);
+		on_access(inode, key, first, hits, misses, ACCESS_BY_FAULT);
+	}
+	new_map = mapped & ~fault_bit & ~state->accessed & ~state->mapped;
+	state->mapped |= new_map;
+	if (new_map)
+		on_map(inode, key, new_map);
+}
+
+/*
+ * A fault-around defer_map() kept, once its VMA is found (then kept as the
+ * thread's last file VMA): its fault's page, and which of its pages the
+ * page tables map, kept in its slot for map_deferred_slot(). Still busy:
+ * kept for the next fault or system call. Unmapped or replaced since, or
+ * longer than 64 pages: lost. Global functions (verified once, not again
+ * with each caller's states: inlined, with a walk of the page cache, this
+ * took the fault and sys_enter programs from 80,000 to 550,000
+ * instructions verified on 6.18), two of them: in one, the chain from the
+ * fault program through it to emit_page_run() needed 544 bytes of stack,
+ * over the 512 of kernels before v6.13 (6.1 refused it).
+ */
+__noinline int find_deferred_slot(__u32 i)
+{
+	struct thread_access *ta = thread_access(false);
+	struct vma_lookup lookup = {};
+	struct deferred_map *slot;
+	long err;
+
+	if (!ta)
+		return 0;
+	slot = &ta->deferred_maps[i & (DEFERRED_MAPS - 1)];
+	lookup.address = slot->address;
+	if (!lookup.address || slot->found)
+		return 0;
+	err = bpf_find_vma(current_task(), lookup.address, vma_file_page, &lookup, 0);
+	if (err == -16 /* -EBUSY */)
+		return 0;
+	if (err || lookup.mapping != slot->mapping || lookup.index < slot->start ||
+	    lookup.index > slot->end || slot->end - slot->start >= CHUNK_PAGES) {
+		slot->address = 0;
+		ta->nr_deferred_maps--;
+		on_fault_lost();
+		return 0;
+	}
+	ta->vma_mapping = lookup.mapping;
+	ta->vma_start = lookup.start;
+	ta->vma_end = lookup.end;
+	ta->vma_pgoff = lookup.pgoff;
+	slot->index = lookup.index;
+	slot->mapped = ptes_mapped(slot->end - slot->start + 1,
+				   lookup.start + ((slot->start - lookup.pgoff) << page_shift),
+				   &slot->byte_read);
+	slot->found = 1;
+	return 0;
+}
+
+/* A found one's pages, into the page states; its slot is freed. */
+__noinline int map_deferred_slot(__u32 i)
+{
+	struct thread_access *ta = thread_access(false);
+	struct address_space *mapping;
+	struct deferred_map *slot;
+	struct inode *inode;
+	__u64 shift;
+
+	if (!ta)
+		return 0;
+	slot = &ta->deferred_maps[i & (DEFERRED_MAPS - 1)];
+	if (!slot->address || !slot->found)
+		return 0;
+	mapping = (struct address_space *)slot->mapping;
+	inode = BPF_CORE_READ(mapping, host);
+	file_id_of(inode, &slot->key.file);
+	/* The range's bits, from its first page on, into its two chunks' own. */
+	shift = slot->start & (CHUNK_PAGES - 1);
+	slot->key.chunk = slot->start >> CHUNK_SHIFT;
+	map_chunk_from_ptes(inode, &slot->key, slot->mapped << shift, slot->index, slot->account);
+	slot->key.chunk++;
+	if (shift && slot->mapped >> (CHUNK_PAGES - shift))
+		map_chunk_from_ptes(inode, &slot->key, slot->mapped >> (CHUNK_PAGES - shift),
+				    slot->index, slot->account);
+	if (ta->fault_state == FAULT_DEFERRED && ta->fault_address == slot->address)
+		ta->fault_state = FAULT_NONE;	/* nothing left of it to resolve */
+	slot->address = 0;
+	slot->found = 0;
+	ta->nr_deferred_maps--;
+	return 0;
+}
+
+/* In slot order: each is one fault's, and the page tables, not the order, tell what it mapped. */
+static __always_inline void resolve_deferred_maps(struct thread_access *ta)
+{
+	for (int i = 0; i < DEFERRED_MAPS; i++)
+		if (ta->deferred_maps[i].address) {
+			find_deferred_slot(i);
+			map_deferred_slot(i);
+		}
+}
+
 static __always_inline void resolve_silent_fault(struct thread_access *ta)
 {
+	if (ta->nr_deferred_maps)
+		resolve_deferred_maps(ta);
 	if (ta->fault_folio_check && ta->fault_state == FAULT_RESOLVED)
 		map_fault_folio(ta);
 	if (ta->fault_state != FAULT_STARTED || !ta->fault_address)
@@ -1179,9 +1396,19 @@ static __always_inline void page_access_read_from_storage(struct inode *inode, _
 		on_walk_cut_short();
 }
 
-/* sched_process_exit: task storage goes with its task, a hash entry does not. */
+/*
+ * sched_process_exit, in the exiting thread: a fault-around still waiting
+ * for its VMA is lost (a thread killed before its next system call, or
+ * busy at its last). Task storage goes with its task, a hash entry does
+ * not.
+ */
 static __always_inline void page_access_exit(__u32 tid)
 {
+	struct thread_access *ta = thread_access(false);
+
+	for (int i = 0; ta && i < DEFERRED_MAPS; i++)
+		if (ta->deferred_maps[i].address)
+			on_fault_lost();
 	thread_storage_forget(&thread_accesses, tid);
 }
 

@@ -291,6 +291,11 @@ static __always_inline void on_walk_cut_short(void)
 	count(COUNTER_LOST_LONG_RANGE);
 }
 
+static __always_inline void on_fault_lost(void)
+{
+	count(COUNTER_LOST_FAULT);
+}
+
 static __always_inline __u32 cause_for(const struct bio_walk *walk, __u64 inode)
 {
 	const struct read_context *hint = &walk->hint;

@@ -43,6 +43,7 @@ enum counter {
 	COUNTER_LOST_TASKS,	/* children not followed: tasks map full */
 	COUNTER_LOST_PAGE_STATE, /* --used: page state map full */
 	COUNTER_LOST_LONG_RANGE, /* --used: a range longer than a walk reaches */
+	COUNTER_LOST_FAULT,	/* --used: a fault whose VMA was never found (mmap lock busy) */
 	NR_COUNTERS,
 };
 

@@ -293,10 +293,11 @@ struct lost_counts read_lost(struct trace_bpf *skel)
 		.tasks = counter_total(skel, COUNTER_LOST_TASKS),
 		.page_state = counter_total(skel, COUNTER_LOST_PAGE_STATE),
 		.long_range = counter_total(skel, COUNTER_LOST_LONG_RANGE),
+		.faults = counter_total(skel, COUNTER_LOST_FAULT),
 	};
 
 	lost.total = lost.ringbuf + lost.path + lost.long_bio + lost.tasks +
-		     lost.page_state + lost.long_range;
+		     lost.page_state + lost.long_range + lost.faults;
 	return lost;
 }
 

@@ -252,9 +252,9 @@ void report(const struct lost_counts *lost, unsigned long long duration_us)
 	if (lost->total)
 		fprintf(stderr, "%s: %llu events LOST (ring buffer full: %llu, names: %llu, "
 			"bios too long: %llu, untracked children: %llu, page state map full: %llu, "
-			"ranges too long: %llu); the trace is incomplete%s\n",
+			"ranges too long: %llu, faults unresolved: %llu); the trace is incomplete%s\n",
 			TOOL, lost->total, lost->ringbuf, lost->path, lost->long_bio, lost->tasks,
-			lost->page_state, lost->long_range,
+			lost->page_state, lost->long_range, lost->faults,
 			lost->ringbuf || lost->path ? ": try a larger --ringbuf-size" : "");
 	if (opts.quiet)
 		return;

@@ -61,7 +61,7 @@ struct run_state {
 extern struct run_state run;
 
 struct lost_counts {
-	unsigned long long ringbuf, path, long_bio, tasks, page_state, long_range, total;
+	unsigned long long ringbuf, path, long_bio, tasks, page_state, long_range, faults, total;
 };
 
 struct trace_bpf;
