@@ -949,7 +949,7 @@ static __always_inline long fault_vma(struct thread_access *ta, struct vma_looku
  * not the thread's last file VMA (its first fault in a mapping, a forked
  * child's or a fresh mmap's). Which page faulted is then unknown, and so
  * is which of the range's pages are an access: nothing is walked now.
- * find_deferred_slot() and map_deferred_slot() walk the range at the
+ * find_deferred_slot() and map_deferred_chunk() walk the range at the
  * thread's next fault or system call, reading from the page tables which
  * pages fault-around mapped (samples/mmap-contend --remap: 18 and 50 of
  * 512 touches recorded as mapped only, 15 to 129 pages as both, "0 lost",
@@ -1169,14 +1169,14 @@ static __always_inline void map_chunk_from_ptes(struct inode *inode, struct page
 /*
  * A fault-around defer_map() kept, once its VMA is found (then kept as the
  * thread's last file VMA): its fault's page, and which of its pages the
- * page tables map, kept in its slot for map_deferred_slot(). Still busy:
+ * page tables map, kept in its slot for map_deferred_chunk(). Still busy:
  * kept for the next fault or system call. Unmapped or replaced since, or
  * longer than 64 pages: lost. Global functions (verified once, not again
  * with each caller's states: inlined, with a walk of the page cache, this
  * took the fault and sys_enter programs from 80,000 to 550,000
- * instructions verified on 6.18), two of them: in one, the chain from the
- * fault program through it to emit_page_run() needed 544 bytes of stack,
- * over the 512 of kernels before v6.13 (6.1 refused it).
+ * instructions verified on 6.18), and small ones: in one, the chain from
+ * the fault program through it to emit_page_run() needed 544 bytes of
+ * stack, over the 512 of kernels before v6.13 (6.1 refused it).
  */
 __noinline int find_deferred_slot(__u32 i)
 {
@@ -1213,47 +1213,63 @@ __noinline int find_deferred_slot(__u32 i)
 	return 0;
 }
 
-/* A found one's pages, into the page states; its slot is freed. */
-__noinline int map_deferred_slot(__u32 i)
+/*
+ * A found one's pages in chunk @second (0: the chunk of its first page, 1:
+ * the next), into the page states. One chunk a call: with both, the cache
+ * tools' chain through it to emit_file_path() was 544 bytes on 6.1.
+ */
+__noinline int map_deferred_chunk(__u32 i, __u32 second)
 {
 	struct thread_access *ta = thread_access(false);
 	struct address_space *mapping;
 	struct deferred_map *slot;
 	struct inode *inode;
-	__u64 shift;
+	__u64 shift, mapped;
 
 	if (!ta)
 		return 0;
 	slot = &ta->deferred_maps[i & (DEFERRED_MAPS - 1)];
 	if (!slot->address || !slot->found)
 		return 0;
+	/* The range's bits, from its first page on, into the chunk's own. */
+	shift = slot->start & (CHUNK_PAGES - 1);
+	if (!second)
+		mapped = slot->mapped << shift;
+	else
+		mapped = shift ? slot->mapped >> (CHUNK_PAGES - shift) : 0;
+	if (!mapped)
+		return 0;
 	mapping = (struct address_space *)slot->mapping;
 	inode = BPF_CORE_READ(mapping, host);
 	file_id_of(inode, &slot->key.file);
-	/* The range's bits, from its first page on, into its two chunks' own. */
-	shift = slot->start & (CHUNK_PAGES - 1);
-	slot->key.chunk = slot->start >> CHUNK_SHIFT;
-	map_chunk_from_ptes(inode, &slot->key, slot->mapped << shift, slot->index, slot->account);
-	slot->key.chunk++;
-	if (shift && slot->mapped >> (CHUNK_PAGES - shift))
-		map_chunk_from_ptes(inode, &slot->key, slot->mapped >> (CHUNK_PAGES - shift),
-				    slot->index, slot->account);
+	slot->key.chunk = (slot->start >> CHUNK_SHIFT) + (second & 1);
+	map_chunk_from_ptes(inode, &slot->key, mapped, slot->index, slot->account);
+	return 0;
+}
+
+/* Deferred fault-around @i, if its VMA is found now; its slot is then freed. */
+static __always_inline void resolve_deferred_map(struct thread_access *ta, __u32 i)
+{
+	struct deferred_map *slot = &ta->deferred_maps[i & (DEFERRED_MAPS - 1)];
+
+	find_deferred_slot(i);
+	if (!slot->address || !slot->found)
+		return;
+	map_deferred_chunk(i, 0);
+	map_deferred_chunk(i, 1);
 	if (ta->fault_state == FAULT_DEFERRED && ta->fault_address == slot->address)
 		ta->fault_state = FAULT_NONE;	/* nothing left of it to resolve */
 	slot->address = 0;
 	slot->found = 0;
 	ta->nr_deferred_maps--;
-	return 0;
 }
 
 /* In slot order: each is one fault's, and the page tables, not the order, tell what it mapped. */
 static __always_inline void resolve_deferred_maps(struct thread_access *ta)
 {
 	for (int i = 0; i < DEFERRED_MAPS; i++)
-		if (ta->deferred_maps[i].address) {
-			find_deferred_slot(i);
-			map_deferred_slot(i);
-		}
+		if (ta->deferred_maps[i].address)
+			resolve_deferred_map(ta, i);
 }
 
 static __always_inline void resolve_silent_fault(struct thread_access *ta)
