@@ -121,3 +121,39 @@ def test_trace_used_records_pmd_mapped_faults(pmd_folios, tmp_path):
     mapped = kernel_mapped(proc.stderr)
     assert trace.kind_set(path, "access") == set(TOUCHED)
     assert trace.kind_set(path, "map") == mapped
+
+
+TOUCH_TOGETHER = TOUCH_AND_REPORT.replace("""for page in pages:
+    before = set(present_pages(va, n))
+    was_cached.append(cached(va + page * {page}))
+    m[page * {page}]
+    touches.append(sorted(set(present_pages(va, n)) - before - {{page}}))""".format(page=PAGE), """before = set(present_pages(va, n))
+was_cached = [cached(va + page * {page}) for page in pages]
+for page in pages:
+    m[page * {page}]
+touches = [sorted(set(present_pages(va, n)) - before - set(pages))]""".format(page=PAGE))
+
+
+def test_back_to_back_pmd_mapped_faults(pmd_folios, tmp_path):
+    """The 8 touches with no system call between them: each fault's lookup
+    at the next fault finds bpf_find_vma's irq_work busy (cachestat beside
+    cachetop), and waits for the thread's next system call."""
+    path, command = pmd_folios
+    script = tmp_path / "together.py"
+    script.write_text(TOUCH_TOGETHER)
+    command = [command[0], str(script), *command[2:]]
+    beside = Cachestat(os.path.join(REPO, "tracer"))
+    try:
+        proc = subprocess.run([CACHETOP, "-j", "-c", " ".join(command)],
+                              capture_output=True, text=True, timeout=120)
+    finally:
+        beside.stop()
+    assert proc.returncode == 0, proc.stderr
+    report = kernel_report(proc.stderr)
+    mapped = set(report["touches"][0])
+    assert len(mapped) == len(TOUCHED) * (PMD_PAGES - 1), "not each folio mapped whole: not the case"
+    hits = sum(report["cached"])
+    summary = json.loads(proc.stdout)
+    row = file_row(summary, path)
+    assert summary["lost"] == 0
+    assert (row["hits"], row["misses"], row["mapped"]) == (hits, len(TOUCHED) - hits, len(mapped))

@@ -79,6 +79,7 @@ struct deferred_map {
 };
 
 #define DEFERRED_MAPS	8
+#define DEFERRED_SILENT	8
 
 /* What one thread is doing: its read call and its page fault in progress. */
 struct thread_access {
@@ -97,7 +98,9 @@ struct thread_access {
 	__u32 fault_expects_read; /* that page was absent: its read is this miss */
 	__u64 anon_start;	/* the last anonymous VMA a silent fault was in */
 	__u64 anon_end;
-	__u64 deferred_address;	/* a silent fault whose VMA was busy at the next fault */
+	/* Silent faults whose VMA was busy at the next fault (resolve_silent()); 0: free. */
+	__u64 deferred_addresses[DEFERRED_SILENT];
+	struct page_chunk_key silent_key; /* resolve_silent()'s, off the stack */
 	__u32 fault_folio_check; /* filemap_fault served it: its folio may be mapped whole */
 	__u64 vma_mapping;	/* the last file VMA a fault-around's lookup found */
 	__u64 vma_start, vma_end, vma_pgoff;
@@ -1039,51 +1042,6 @@ static __always_inline void page_access_map(struct address_space *mapping, __u64
  * too: the last anonymous VMA found is remembered, so that the next faults
  * in it cost no VMA lookup.
  */
-static __always_inline void resolve_silent_at(struct thread_access *ta, __u64 address)
-{
-	struct vma_lookup lookup = { .address = address };
-	struct address_space *mapping;
-	struct chunk_walk walk = {};
-	long err;
-
-	if (lookup.address >= ta->anon_start && lookup.address < ta->anon_end)
-		return;
-	/*
-	 * At a page_fault_* tracepoint interrupts are off, and there
-	 * bpf_find_vma() unlocks the mmap lock through a per-CPU irq_work
-	 * ("bpf: Introduce helper bpf_find_vma", Song Liu, v5.17): a second
-	 * call before that work ran (another tool's program on the same
-	 * tracepoint: cachestat beside cachetop) gets -EBUSY. The fault is
-	 * then resolved at the thread's next system call, where interrupts
-	 * are on (7.3, tests/cachefuzz.py seed 1118: three PMD-mapped faults
-	 * and their 1,449 pages lost).
-	 */
-	err = bpf_find_vma(current_task(), lookup.address, vma_file_page, &lookup, 0);
-	/*
-	 * One is kept. A second is not counted lost: most such faults are
-	 * anonymous, and with cachestat beside cachetop every lookup at a
-	 * fault finds the irq_work busy (18,340 "lost" in 100 scripts).
-	 */
-	if (err == -16 /* -EBUSY */ && !ta->deferred_address)
-		ta->deferred_address = address;
-	if (err)
-		return;
-	if (!lookup.mapping) {
-		ta->anon_start = lookup.start;
-		ta->anon_end = lookup.end;
-		return;
-	}
-	mapping = (struct address_space *)lookup.mapping;
-	if (!page_in_cache(mapping, lookup.index))
-		return;
-	start_walk(&walk, mapping, OP_MAP, lookup.index, lookup.index);
-	walk.fault_index = lookup.index;
-	walk.account_fault = true;
-	walk_chunks(&walk);
-	/* The folio's other pages, which the PMD mapped with it (7.3: 391 of a 2 MiB folio). */
-	if (walk.served)
-		page_access_map_whole_folios(&walk, lookup.index, lookup.index, &lookup);
-}
 
 /*
  * A fault that filemap_fault() served: finish_fault() maps a PMD-sized
@@ -1164,6 +1122,115 @@ static __always_inline void map_chunk_from_ptes(struct inode *inode, struct page
 	state->mapped |= new_map;
 	if (new_map)
 		on_map(inode, key, new_map);
+}
+
+/*
+ * Chunk @key of the folio [first, last] around fault_index: mapped whole
+ * with the fault's page if the page tables map a page of it that no
+ * access or map accounts for yet (the kernel maps a folio whole or not at
+ * all; as chunk_mapped_whole() reads it).
+ */
+static __always_inline void map_folio_chunk_from_ptes(struct inode *inode,
+						      struct page_chunk_key *key, __u64 first,
+						      __u64 last, __u64 fault_index,
+						      struct vma_lookup *vma)
+{
+	__u64 base = key->chunk << CHUNK_SHIFT, candidates = range_mask(key->chunk, first, last);
+	struct page_chunk *state = chunk_state(key, false);
+	__u64 page;
+
+	if (fault_index >= base && fault_index < base + CHUNK_PAGES)
+		candidates &= ~(1ULL << (fault_index - base));
+	if (state)
+		candidates &= ~(state->accessed | state->mapped);
+	if (!candidates)
+		return;
+	page = base + lowest_bit(candidates);
+	if (user_page_mapped(vma->start + ((page - vma->pgoff) << page_shift)))
+		map_chunk_from_ptes(inode, key, candidates, fault_index, false);
+}
+
+/* A PMD-sized folio, the largest the page cache holds: 8 chunks. */
+#define FOLIO_CHUNKS	8
+
+/*
+ * The silent fault at @address, once it has ended: its page, if a file's
+ * and one fault-around maps, is its access, and the rest of its folio,
+ * which a PMD mapped with it, is read from the page tables. A global
+ * function: verified once, and with its own frame, not the walk of the
+ * page cache's (with that walk, eight of these at sys_enter took the
+ * program's stack past the 512 bytes of kernels before v6.13).
+ */
+__noinline int resolve_silent(__u64 address)
+{
+	struct thread_access *ta = thread_access(false);
+	struct vma_lookup lookup = {};
+	struct address_space *mapping;
+	struct page_chunk_key *key;
+	struct chunk_cache cache;
+	__u64 first, last, nr, bit;
+	struct inode *inode;
+	unsigned long folio;
+	long err;
+
+	if (!ta || (address >= ta->anon_start && address < ta->anon_end))
+		return 0;
+	/*
+	 * At a page_fault_* tracepoint interrupts are off, and there
+	 * bpf_find_vma() unlocks the mmap lock through a per-CPU irq_work
+	 * ("bpf: Introduce helper bpf_find_vma", Song Liu, v5.17): a second
+	 * call before that work ran (another tool's program on the same
+	 * tracepoint: cachestat beside cachetop) gets -EBUSY. The fault is
+	 * then resolved at the thread's next system call, where interrupts
+	 * are on (7.3, tests/cachefuzz.py seed 1118: three PMD-mapped faults
+	 * and their 1,449 pages lost). Eight are kept (one was: 8 PMD-mapped
+	 * faults with no system call between them gave 2 hits and 1,022
+	 * mapped pages of 8 and 4,088, tests/test_pmd_mapped_faults.py). A
+	 * ninth is not counted lost: most such faults are anonymous, and with
+	 * cachestat beside cachetop every lookup at a fault finds the
+	 * irq_work busy (18,340 "lost" in 100 scripts, counted).
+	 */
+	lookup.address = address;
+	err = bpf_find_vma(current_task(), address, vma_file_page, &lookup, 0);
+	if (err == -16 /* -EBUSY */)
+		for (int i = 0; i < DEFERRED_SILENT; i++)
+			if (!ta->deferred_addresses[i]) {
+				ta->deferred_addresses[i] = address;
+				break;
+			}
+	if (err)
+		return 0;
+	if (!lookup.mapping) {
+		ta->anon_start = lookup.start;
+		ta->anon_end = lookup.end;
+		return 0;
+	}
+	mapping = (struct address_space *)lookup.mapping;
+	bit = 1ULL << (lookup.index & (CHUNK_PAGES - 1));
+	chunk_in_cache(mapping, lookup.index >> CHUNK_SHIFT, bit, bit, &cache);
+	if (!(cache.mappable & bit))
+		return 0;
+	inode = BPF_CORE_READ(mapping, host);
+	key = &ta->silent_key;
+	file_id_of(inode, &key->file);
+	key->chunk = lookup.index >> CHUNK_SHIFT;
+	map_chunk_from_ptes(inode, key, bit, lookup.index, true);
+	/* The folio's other pages, which the PMD mapped with it (7.3: 391 of a 2 MiB folio). */
+	folio = folio_at(mapping, lookup.index);
+	if (!folio || (nr = folio_pages((const struct folio *)folio)) < 2)
+		return 0;
+	bpf_probe_read_kernel(&first, sizeof(first), (void *)folio + page_index_offset());
+	last = first + nr - 1;
+	if (first < lookup.pgoff || last - lookup.pgoff >= (lookup.end - lookup.start) >> page_shift)
+		return 0;	/* not inside the VMA: never mapped whole */
+#pragma clang loop unroll(disable)
+	for (__u64 c = 0; c < FOLIO_CHUNKS; c++) {
+		key->chunk = (first >> CHUNK_SHIFT) + c;
+		if (key->chunk > last >> CHUNK_SHIFT)
+			break;
+		map_folio_chunk_from_ptes(inode, key, first, last, lookup.index, &lookup);
+	}
+	return 0;
 }
 
 /*
@@ -1281,24 +1348,26 @@ static __always_inline void resolve_silent_fault(struct thread_access *ta)
 	if (ta->fault_state != FAULT_STARTED || !ta->fault_address)
 		return;
 	ta->fault_state = FAULT_NONE;
-	resolve_silent_at(ta, ta->fault_address);
+	resolve_silent(ta->fault_address);
 }
 
 /*
  * sys_enter of a traced thread: its last fault has ended, so a silent one
- * is resolved here, with interrupts on; first a fault deferred as busy.
+ * is resolved here, with interrupts on; first the faults deferred as busy.
  */
 static __always_inline void page_access_syscall_starts(void)
 {
 	struct thread_access *ta = thread_access(false);
-	__u64 deferred;
 
 	if (!ta)
 		return;
-	deferred = ta->deferred_address;
-	if (deferred) {
-		ta->deferred_address = 0;
-		resolve_silent_at(ta, deferred);
+	for (int i = 0; i < DEFERRED_SILENT; i++) {
+		__u64 deferred = ta->deferred_addresses[i];
+
+		if (deferred) {
+			ta->deferred_addresses[i] = 0;
+			resolve_silent(deferred);
+		}
 	}
 	resolve_silent_fault(ta);
 }
