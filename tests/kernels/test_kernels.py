@@ -542,11 +542,16 @@ KNOWN_BUGS = {
     # Not reproduced, cause not found; the likely one: bpf_find_vma()'s
     # mmap-lock trylock at mm_filemap_map_pages failing while a writer
     # (khugepaged) holds or waits for the lock, so that the fault's page is
-    # not told apart (docs/tracer.md, "On other kernels").
+    # not told apart (docs/tracer.md, "On other kernels"); such faults are
+    # resolved later since 2c2d1bd, or counted lost. The matrix run of
+    # 0cb720c (2026-11-27 05:52 UTC): 7.3's seed 1219 on xfs, trace's read
+    # pages 228 where the kernel says 686 (0 lost; 0 mismatches in 3 runs
+    # of that seed on 6.18); cause not found. The one before (1019245):
+    # seed 1118 again, cachetop 2 accesses short, fixed in 0cb720c.
     ("7.3", "cachefuzz", "cachefuzz_ext4"):
-        "7.3: once in a while an access short under load (seed 1212, xfs), open",
+        "7.3: once in a while a count short under load (seeds 1212, 1219, xfs), open",
     ("7.3", "cachefuzz", "cachefuzz_xfs"):
-        "7.3: once in a while an access short under load (seed 1212, xfs), open",
+        "7.3: once in a while a count short under load (seeds 1212, 1219, xfs), open",
     # (7.3's warm mmap touches served by a PMD-sized folio, which fire no
     # filemap: event, were one until page_access.bpf.h's resolve_silent_fault().)
 }
