@@ -261,6 +261,20 @@ def sectors_read(device):
     raise OSError(f"{device} not in /proc/diskstats")
 
 
+def collapses():
+    """Huge pages khugepaged (or MADV_COLLAPSE) has begun to collapse
+    (/proc/vmstat thp_collapse_alloc; 0 without THP). A collapse of a
+    mapped file's 2 MiB block reads the block's missing pages in
+    khugepaged's own context: device reads that are not the script's
+    (Debian's 7.3 runs THP "always": tests/cachefuzz_check.py)."""
+    with open("/proc/vmstat") as f:
+        for line in f:
+            name, _, value = line.partition(" ")
+            if name == "thp_collapse_alloc":
+                return int(value)
+    return 0
+
+
 def device_sectors(device):
     for _ in range(1000):
         sectors, in_flight = sectors_read(device)
@@ -291,6 +305,7 @@ def _do(step, files, device, log):
     seen = {"op": op, "file": step["file"], "pid": os.getpid(),
             "accessed": []}
     before = device_sectors(device)
+    collapses_before = collapses()
     if op in ("read", "readv"):
         os.lseek(f.fd, step["offset"], os.SEEK_SET)
     if op in ("read", "pread"):
@@ -335,6 +350,7 @@ def _do(step, files, device, log):
         seen["dirty"] = f.dirty_pages()
         os.fsync(f.fd)
     seen["sectors"] = device_sectors(device) - before
+    seen["collapses"] = collapses() - collapses_before
     seen["resident"] = [ranges(g.resident()) for g in files]
     log.append(seen)
 
