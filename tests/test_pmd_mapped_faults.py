@@ -98,8 +98,9 @@ def kernel_mapped(stderr):
     return {p for pages in report["touches"] for p in pages}
 
 
-def test_cachetop_beside_cachestat_counts_pmd_mapped_faults(pmd_folios):
-    path, command = pmd_folios
+def cachetop_beside_cachestat(command):
+    """COMMAND under `cachetop -j -c`, `cachestat` beside it (as
+    tests/cachefuzz.py runs them): its process, which exited 0."""
     beside = Cachestat(os.path.join(REPO, "tracer"))
     try:
         proc = subprocess.run([CACHETOP, "-j", "-c", " ".join(command)],
@@ -107,6 +108,12 @@ def test_cachetop_beside_cachestat_counts_pmd_mapped_faults(pmd_folios):
     finally:
         beside.stop()
     assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_cachetop_beside_cachestat_counts_pmd_mapped_faults(pmd_folios):
+    path, command = pmd_folios
+    proc = cachetop_beside_cachestat(command)
     mapped = kernel_mapped(proc.stderr)
     hits = sum(kernel_report(proc.stderr)["cached"])
     summary = json.loads(proc.stdout)
@@ -141,14 +148,7 @@ def test_back_to_back_pmd_mapped_faults(pmd_folios, tmp_path):
     path, command = pmd_folios
     script = tmp_path / "together.py"
     script.write_text(TOUCH_TOGETHER)
-    command = [command[0], str(script), *command[2:]]
-    beside = Cachestat(os.path.join(REPO, "tracer"))
-    try:
-        proc = subprocess.run([CACHETOP, "-j", "-c", " ".join(command)],
-                              capture_output=True, text=True, timeout=120)
-    finally:
-        beside.stop()
-    assert proc.returncode == 0, proc.stderr
+    proc = cachetop_beside_cachestat([command[0], str(script), *command[2:]])
     report = kernel_report(proc.stderr)
     mapped = set(report["touches"][0])
     assert len(mapped) == len(TOUCHED) * (PMD_PAGES - 1), "not each folio mapped whole: not the case"

@@ -172,6 +172,23 @@ json.dump(present_pages(map_address({f!r}), {npages}), open({str(out)!r}, "w"))
 MMAP_CONTEND = os.path.join(REPO, "samples", ".output", "mmap-contend")
 
 
+def contended_file(data_dir):
+    """A 64 MiB file, all cached, for samples/mmap-contend."""
+    assert os.access(MMAP_CONTEND, os.X_OK), "make -C samples builds mmap-contend"
+    f = os.path.join(data_dir, "contended.bin")
+    write_file(f, 64 * MiB)
+    with open(f, "rb") as cached:
+        while cached.read(MiB):
+            pass
+    return f
+
+
+def touched_pages(stderr):
+    """The pages samples/mmap-contend touched: its JSON list on stderr."""
+    return set(json.loads(next(line for line in reversed(stderr.splitlines())
+                               if line.startswith("["))))
+
+
 def test_faults_while_another_thread_holds_the_mmap_lock(data_dir, tmp_path):
     """Each touch of samples/mmap-contend is a fault whose fault-around
     looks its VMA up while a second thread takes the mmap lock for writing
@@ -179,15 +196,9 @@ def test_faults_while_another_thread_holds_the_mmap_lock(data_dir, tmp_path):
     an access, none only mapped (page_access.bpf.h, fault_vma(); before it,
     77 to 311 of 512 were recorded as mapped only). Cached and unmapped at
     the start, so the touches are the only faults on the file."""
-    assert os.access(MMAP_CONTEND, os.X_OK), "make -C samples builds mmap-contend"
-    f = os.path.join(data_dir, "contended.bin")
-    write_file(f, 64 * MiB)
-    with open(f, "rb") as cached:
-        while cached.read(MiB):
-            pass
+    f = contended_file(data_dir)
     trace, proc, _ = run_used(tmp_path, "--", MMAP_CONTEND, f)
-    touched = set(json.loads(next(line for line in reversed(proc.stderr.splitlines())
-                                  if line.startswith("["))))
+    touched = touched_pages(proc.stderr)
     assert len(touched) == 512
     assert trace.kind_set(f, "access") == touched
     assert not trace.kind_set(f, "map") & touched
@@ -201,20 +212,14 @@ def test_first_faults_in_mappings_while_the_mmap_lock_is_busy(data_dir, tmp_path
     Each touched page is an access, unless the trace says it lost as many
     faults (exit status 3): never lost silently. Before, 18 and 50 of 512
     touches were recorded as mapped only, with "0 lost"."""
-    assert os.access(MMAP_CONTEND, os.X_OK), "make -C samples builds mmap-contend"
-    f = os.path.join(data_dir, "contended.bin")
-    write_file(f, 64 * MiB)
-    with open(f, "rb") as cached:
-        while cached.read(MiB):
-            pass
+    f = contended_file(data_dir)
     log = tmp_path / "used.log"
     proc = subprocess.run([TRACE, "--used", "-o", str(log), "--", MMAP_CONTEND, "--remap", f],
                           capture_output=True, text=True, timeout=120)
     trace = UsedTrace(log.read_text())
     lost = int(trace.trailer["lost"])
     assert proc.returncode == (3 if lost else 0), proc.stderr
-    touched = set(json.loads(next(line for line in reversed(proc.stderr.splitlines())
-                                  if line.startswith("["))))
+    touched = touched_pages(proc.stderr)
     assert len(touched) == 512
     accessed = trace.kind_set(f, "access")
     assert accessed <= touched

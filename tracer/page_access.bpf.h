@@ -927,16 +927,20 @@ static __always_inline bool vma_from_fault(struct vm_fault *vmf, struct vma_look
  * lookup uses it when the address lies in it; the caller's check that the
  * page lies in fault-around's range catches a VMA replaced since.
  */
-static __always_inline long fault_vma(struct thread_access *ta, struct vma_lookup *lookup)
+/* @lookup, a VMA just found, as the thread's last file VMA. */
+static __always_inline void remember_vma(struct thread_access *ta, const struct vma_lookup *lookup)
+{
+	ta->vma_mapping = lookup->mapping;
+	ta->vma_start = lookup->start;
+	ta->vma_end = lookup->end;
+	ta->vma_pgoff = lookup->pgoff;
+}
+
+static __always_inline void fault_vma(struct thread_access *ta, struct vma_lookup *lookup)
 {
 	/* Few branches: raw_tp's map_pages program is near the verifier's limit. */
-	long err = bpf_find_vma(current_task(), lookup->address, vma_file_page, lookup, 0);
-
-	if (!err) {
-		ta->vma_mapping = lookup->mapping;
-		ta->vma_start = lookup->start;
-		ta->vma_end = lookup->end;
-		ta->vma_pgoff = lookup->pgoff;
+	if (!bpf_find_vma(current_task(), lookup->address, vma_file_page, lookup, 0)) {
+		remember_vma(ta, lookup);
 	} else if (lookup->address - ta->vma_start < ta->vma_end - ta->vma_start) {
 		lookup->mapping = ta->vma_mapping;
 		lookup->start = ta->vma_start;
@@ -944,7 +948,6 @@ static __always_inline long fault_vma(struct thread_access *ta, struct vma_looku
 		lookup->pgoff = ta->vma_pgoff;
 		lookup->index = ((lookup->address - lookup->start) >> page_shift) + lookup->pgoff;
 	}
-	return err;
 }
 
 /*
@@ -1268,10 +1271,7 @@ __noinline int find_deferred_slot(__u32 i)
 		on_fault_lost();
 		return 0;
 	}
-	ta->vma_mapping = lookup.mapping;
-	ta->vma_start = lookup.start;
-	ta->vma_end = lookup.end;
-	ta->vma_pgoff = lookup.pgoff;
+	remember_vma(ta, &lookup);
 	slot->index = lookup.index;
 	slot->mapped = ptes_mapped(slot->end - slot->start + 1,
 				   lookup.start + ((slot->start - lookup.pgoff) << page_shift),
