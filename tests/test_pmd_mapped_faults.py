@@ -141,17 +141,97 @@ for page in pages:
 touches = [sorted(set(present_pages(va, n)) - before - set(pages))]""".format(page=PAGE))
 
 
-def test_back_to_back_pmd_mapped_faults(pmd_folios, tmp_path):
+@pytest.mark.parametrize("order", ["forward", "last-first"])
+def test_back_to_back_pmd_mapped_faults(pmd_folios, tmp_path, order):
     """The 8 touches with no system call between them: each fault's lookup
     at the next fault finds bpf_find_vma's irq_work busy (cachestat beside
-    cachetop), and waits for the thread's next system call."""
+    cachetop), and waits for the thread's next system call. Last-first, the
+    touch that filemap_fault() serves (the last folio's) comes first, and
+    its folio's lookup is the busy one (7.3's seed 1140: 503 mapped pages
+    uncounted)."""
     path, command = pmd_folios
     script = tmp_path / "together.py"
     script.write_text(TOUCH_TOGETHER)
-    proc = cachetop_beside_cachestat([command[0], str(script), *command[2:]])
+    pages = command[3:] if order == "forward" else command[:2:-1]
+    proc = cachetop_beside_cachestat([command[0], str(script), command[2], *pages])
     report = kernel_report(proc.stderr)
     mapped = set(report["touches"][0])
     assert len(mapped) == len(TOUCHED) * (PMD_PAGES - 1), "not each folio mapped whole: not the case"
+    hits = sum(report["cached"])
+    summary = json.loads(proc.stdout)
+    row = file_row(summary, path)
+    assert summary["lost"] == 0
+    assert (row["hits"], row["misses"], row["mapped"]) == (hits, len(TOUCHED) - hits, len(mapped))
+
+
+# The file mapped with MAP_FIXED over anonymous memory the thread has just
+# faulted in, so that an address's VMA changes from anonymous to the file's
+# between two faults; then the touches, back to back. Everything the
+# interpreter allocates is allocated first (a warm-up of the same calls):
+# another anonymous fault in between would replace the VMA remembered.
+TOUCH_WHERE_ANONYMOUS_WAS = PAGEMAP_HELPER.format(page=PAGE) + """
+import json, sys
+libc = ctypes.CDLL(None, use_errno=True)
+libc.mmap.restype = ctypes.c_void_p
+libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int,
+                      ctypes.c_int, ctypes.c_long]
+libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_char_p]
+MAP_FIXED, PMD, RW = 0x10, 2 << 20, mmap.PROT_READ | mmap.PROT_WRITE
+ANON = mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS
+path, pages = sys.argv[1], [int(p) for p in sys.argv[2:]]
+fd = os.open(path, os.O_RDONLY)
+size = os.fstat(fd).st_size
+n = size // {page}
+offsets = [p * {page} for p in pages]
+probe = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+vec = ctypes.create_string_buffer(n)
+if libc.mincore(probe, size, vec):
+    raise OSError(ctypes.get_errno(), "mincore")
+was_cached = [bool(vec.raw[p] & 1) for p in pages]
+libc.munmap(ctypes.c_void_p(probe), ctypes.c_size_t(size))
+
+def map_over_anonymous(fd, flags):
+    anon = libc.mmap(None, size + PMD, RW, ANON, -1, 0)
+    va = (anon + PMD - 1) & ~(PMD - 1)
+    m = (ctypes.c_char * size).from_address(va)
+    ctypes.memset(va, 1, 1)                   # an anonymous fault: its VMA looked up at ...
+    if libc.mmap(va, size, mmap.PROT_READ, flags, fd, 0) != va:   # ... this system call
+        raise OSError(ctypes.get_errno(), "mmap MAP_FIXED")
+    libc.madvise(va, size, mmap.MADV_HUGEPAGE)
+    return va, m
+
+map_over_anonymous(-1, ANON | MAP_FIXED)      # the warm-up
+va, m = map_over_anonymous(fd, mmap.MAP_SHARED | MAP_FIXED)
+for offset in offsets:
+    m[offset]
+touches = [sorted(set(present_pages(va, n)) - set(pages))]
+print(json.dumps({{"va": va, "touches": touches, "cached": was_cached}}), file=sys.stderr)
+""".format(page=PAGE)
+
+
+@pytest.mark.parametrize("tool", ["trace", "cachetop"])
+def test_pmd_mapped_faults_where_anonymous_memory_was(pmd_folios, tmp_path, tool):
+    """The last anonymous VMA a silent fault was in is remembered, so that
+    the next anonymous faults in it cost no VMA lookup; a file mapped over
+    it since must not be taken for it."""
+    path, command = pmd_folios
+    script = tmp_path / "where-anonymous-was.py"
+    script.write_text(TOUCH_WHERE_ANONYMOUS_WAS)
+    command = [command[0], str(script), *command[2:]]
+    if tool == "trace":
+        trace, proc, _ = run_used(tmp_path, "--", *command)
+    else:
+        proc = subprocess.run([CACHETOP, "-j", "-c", " ".join(command)],
+                              capture_output=True, text=True, timeout=120)
+        assert proc.returncode == 0, proc.stderr
+    report = kernel_report(proc.stderr)
+    mapped = set(report["touches"][0])
+    assert len(mapped) == len(TOUCHED) * (PMD_PAGES - 1), "not each folio mapped whole: not the case"
+    if tool == "trace":
+        assert trace.kind_set(path, "access") == set(TOUCHED)
+        assert trace.kind_set(path, "map") == mapped
+        return
     hits = sum(report["cached"])
     summary = json.loads(proc.stdout)
     row = file_row(summary, path)

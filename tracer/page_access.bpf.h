@@ -79,7 +79,13 @@ struct deferred_map {
 };
 
 #define DEFERRED_MAPS	8
-#define DEFERRED_SILENT	8
+/*
+ * Silent faults and filemap_fault()-served folios kept for the next system
+ * call (defer_silent()). Sixteen: a random script's step touches up to 8
+ * pages with no system call between them (tests/cachefuzz.py); with eight,
+ * 5 were counted lost in one batch of 100 scripts on 7.3.
+ */
+#define DEFERRED_SILENT	16
 
 /* What one thread is doing: its read call and its page fault in progress. */
 struct thread_access {
@@ -98,6 +104,9 @@ struct thread_access {
 	__u32 fault_expects_read; /* that page was absent: its read is this miss */
 	__u64 anon_start;	/* the last anonymous VMA a silent fault was in */
 	__u64 anon_end;
+	__u64 anon_mapping_calls; /* mapping_calls when it was looked up (see there) */
+	__u64 lookup_mapping_calls; /* resolve_silent()'s, off the stack */
+	__u64 probe_byte;	/* defer_fault_folio()'s */
 	/* Silent faults whose VMA was busy at the next fault (resolve_silent()); 0: free. */
 	__u64 deferred_addresses[DEFERRED_SILENT];
 	struct page_chunk_key silent_key; /* resolve_silent()'s, off the stack */
@@ -705,6 +714,45 @@ enum { NR_READ = 63, NR_READV = 65, NR_PREAD64 = 67, NR_PREADV = 69, NR_PREADV2 
 enum { NR_READ = -1, NR_READV = -1, NR_PREAD64 = -1, NR_PREADV = -1, NR_PREADV2 = -1 };
 #endif
 
+/*
+ * The calls that can put a file's mapping where an anonymous VMA was:
+ * mmap, mremap, shmat, remap_file_pages, execve and execveat (munmap
+ * alone cannot; the mmap after it can).
+ */
+#if defined(__TARGET_ARCH_x86)
+enum { NR_MMAP = 9, NR_MREMAP = 25, NR_SHMAT = 30, NR_EXECVE = 59, NR_REMAP_FILE_PAGES = 216,
+       NR_EXECVEAT = 322 };
+#elif defined(__TARGET_ARCH_arm64) || defined(__TARGET_ARCH_riscv)
+enum { NR_SHMAT = 196, NR_MREMAP = 216, NR_EXECVE = 221, NR_MMAP = 222, NR_REMAP_FILE_PAGES = 234,
+       NR_EXECVEAT = 281 };
+#else
+enum { NR_MMAP = -1, NR_MREMAP = -1, NR_SHMAT = -1, NR_EXECVE = -1, NR_REMAP_FILE_PAGES = -1,
+       NR_EXECVEAT = -1 };
+#endif
+
+static __always_inline bool may_map_a_file(long id)
+{
+	if (NR_MMAP < 0)
+		return true;	/* numbers unknown: every call may */
+	return id == NR_MMAP || id == NR_MREMAP || id == NR_SHMAT || id == NR_EXECVE ||
+	       id == NR_REMAP_FILE_PAGES || id == NR_EXECVEAT;
+}
+
+/*
+ * Calls that may map a file (may_map_a_file()) any traced thread has
+ * started. A thread's remembered anonymous VMA (resolve_silent()) is
+ * trusted only while this is what it was when the VMA was looked up: a
+ * file mapped with MAP_FIXED over anonymous memory the thread had just
+ * faulted in, and its 2 MiB folios' faults were taken for anonymous ones (7
+ * of 8 PMD-mapped faults and their 3,577 pages lost, 6.18,
+ * tests/test_pmd_mapped_faults.py; the likely cause of 7.3's seed 1118,
+ * where a file's mmap can land where a freed buffer's anonymous VMA was).
+ * Counted at the call's start: a lookup by another thread while the call
+ * runs may still find the VMA it is replacing (no program sees the call's
+ * end), a race only a program that faults on memory it is replacing runs.
+ */
+__u64 mapping_calls = 0;
+
 static __always_inline bool is_read_syscall(long id)
 {
 	return id >= 0 && (id == NR_READ || id == NR_PREAD64 || id == NR_READV ||
@@ -1047,30 +1095,106 @@ static __always_inline void page_access_map(struct address_space *mapping, __u64
  */
 
 /*
+ * Bit 0 of a deferred silent address: its fault was filemap_fault()'s,
+ * counted as an access already; only its folio's other pages are left
+ * (map_fault_folio()). Addresses are kept page-aligned, so the bit is free.
+ */
+#define SILENT_SERVED	1ULL
+
+/*
+ * A silent fault's lookup for the thread's next system call; false: none
+ * free. A served one (a file's fault) takes the slot of one that is not,
+ * when none is free: most of those are anonymous faults (with cachestat
+ * beside cachetop every lookup at a fault's start is busy), and one
+ * more than DEFERRED_SILENT is not counted either way.
+ */
+static __always_inline bool defer_silent(struct thread_access *ta, __u64 address)
+{
+	/*
+	 * Loops, not unrolled: unrolled, the callers' frames grew by 128 to
+	 * 224 bytes, toward 6.1's 512 for the call chain. The index is the
+	 * loop's own: a computed one, clang drops its mask and 6.1's
+	 * verifier refuses it.
+	 */
+#pragma clang loop unroll(disable)
+	for (__u32 i = 0; i < DEFERRED_SILENT; i++)
+		if (!ta->deferred_addresses[i]) {
+			ta->deferred_addresses[i] = address;
+			return true;
+		}
+	if (!(address & SILENT_SERVED))
+		return false;
+#pragma clang loop unroll(disable)
+	for (__u32 i = 0; i < DEFERRED_SILENT; i++)
+		if (!(ta->deferred_addresses[i] & SILENT_SERVED)) {
+			ta->deferred_addresses[i] = address;
+			return true;
+		}
+	return false;
+}
+
+/*
+ * map_fault_folio()'s lookup busy (the mmap lock, or bpf_find_vma's
+ * irq_work with cachestat beside cachetop): left to the next system call,
+ * as a silent fault is (7.3, tests/cachefuzz.py seed 1140: a touch read a
+ * 2 MiB folio, mapped whole, 503 mapped pages uncounted), or counted lost
+ * if all are such folios. Only if the folio's page beside the
+ * fault's is mapped: the kernel maps a folio whole or only the fault's
+ * page, and fault-around skipped this folio whole, so nothing else maps
+ * that page (most filemap_fault()-served faults map one page: 4 "lost" in
+ * make test's random scripts when each was kept).
+ */
+static __noinline void defer_fault_folio(struct thread_access *ta, unsigned long folio,
+					      __u64 nr, __u64 index)
+{
+	__u64 page = ta->fault_address & -(1ULL << page_shift), first = 0;
+
+	bpf_probe_read_kernel(&first, sizeof(first), (void *)folio + page_index_offset());
+	page = index + 1 < first + nr ? page + (1ULL << page_shift) : page - (1ULL << page_shift);
+	if (bpf_probe_read_user(&ta->probe_byte, 1, (const void *)page))
+		return;	/* not mapped: the fault mapped its own page only */
+	if (!defer_silent(ta, (ta->fault_address & -(1ULL << page_shift)) | SILENT_SERVED))
+		on_fault_lost();
+}
+
+/*
  * A fault that filemap_fault() served: finish_fault() maps a PMD-sized
  * folio whole with do_set_pmd() after it (a folio fault-around skipped,
  * e.g. one marked for readahead), and no event says so. Once the fault
  * has ended, the folio's other pages are read from the page tables, as
  * fault-around's are (tests/test_pmd_mapped_faults.py: the last 2 MiB of
- * a file mapped with MADV_HUGEPAGE, 511 pages uncounted before).
+ * a file mapped with MADV_HUGEPAGE, 511 pages uncounted before). A global
+ * function: inlined, its walk's frame took the sys_enter program's call
+ * chain to 544 bytes, over the 512 of kernels before v6.13 (6.1 refused it).
  */
-static __always_inline void map_fault_folio(struct thread_access *ta)
+__noinline int map_fault_folio(void)
 {
-	struct address_space *mapping = (struct address_space *)ta->fault_mapping;
-	struct vma_lookup lookup = { .address = ta->fault_address };
+	struct thread_access *ta = thread_access(false);
+	struct address_space *mapping;
+	struct vma_lookup lookup = {};
 	struct chunk_walk walk = {};
-	__u64 index = ta->fault_index;
 	unsigned long folio;
+	__u64 index, nr;
 
+	if (!ta)
+		return 0;
+	mapping = (struct address_space *)ta->fault_mapping;
+	lookup.address = ta->fault_address;
+	index = ta->fault_index;
 	ta->fault_folio_check = 0;
 	folio = folio_at(mapping, index);
-	if (!lookup.address || !folio || folio_pages((const struct folio *)folio) < 2)
-		return;
+	if (!lookup.address || !folio || (nr = folio_pages((const struct folio *)folio)) < 2)
+		return 0;
 	fault_vma(ta, &lookup);
-	if (!lookup.end || lookup.mapping != (__u64)mapping || lookup.index != index)
-		return;	/* not this fault's page (a kernel-mode or remote fault), or busy */
+	if (!lookup.end) {
+		defer_fault_folio(ta, folio, nr, index);
+		return 0;
+	}
+	if (lookup.mapping != (__u64)mapping || lookup.index != index)
+		return 0;	/* not this fault's page (a kernel-mode or remote fault) */
 	start_walk(&walk, mapping, OP_MAP, index, index);
 	page_access_map_whole_folios(&walk, index, index, &lookup);
+	return 0;
 }
 
 /*
@@ -1166,6 +1290,7 @@ static __always_inline void map_folio_chunk_from_ptes(struct inode *inode,
  */
 __noinline int resolve_silent(__u64 address)
 {
+	__u64 served = address & SILENT_SERVED;
 	struct thread_access *ta = thread_access(false);
 	struct vma_lookup lookup = {};
 	struct address_space *mapping;
@@ -1176,7 +1301,8 @@ __noinline int resolve_silent(__u64 address)
 	unsigned long folio;
 	long err;
 
-	if (!ta || (address >= ta->anon_start && address < ta->anon_end))
+	if (!ta || (address >= ta->anon_start && address < ta->anon_end &&
+		    ta->anon_mapping_calls == mapping_calls))
 		return 0;
 	/*
 	 * At a page_fault_* tracepoint interrupts are off, and there
@@ -1186,38 +1312,40 @@ __noinline int resolve_silent(__u64 address)
 	 * tracepoint: cachestat beside cachetop) gets -EBUSY. The fault is
 	 * then resolved at the thread's next system call, where interrupts
 	 * are on (7.3, tests/cachefuzz.py seed 1118: three PMD-mapped faults
-	 * and their 1,449 pages lost). Eight are kept (one was: 8 PMD-mapped
-	 * faults with no system call between them gave 2 hits and 1,022
-	 * mapped pages of 8 and 4,088, tests/test_pmd_mapped_faults.py). A
-	 * ninth is not counted lost: most such faults are anonymous, and with
+	 * and their 1,449 pages lost). DEFERRED_SILENT are kept (one was: 8
+	 * PMD-mapped faults with no system call between them gave 2 hits and
+	 * 1,022 mapped pages of 8 and 4,088, tests/test_pmd_mapped_faults.py).
+	 * One more is not counted lost: most such faults are anonymous, and with
 	 * cachestat beside cachetop every lookup at a fault finds the
 	 * irq_work busy (18,340 "lost" in 100 scripts, counted).
 	 */
+	address &= -(1ULL << page_shift);
 	lookup.address = address;
+	ta->lookup_mapping_calls = mapping_calls;	/* before: one may start during the lookup */
 	err = bpf_find_vma(current_task(), address, vma_file_page, &lookup, 0);
-	if (err == -16 /* -EBUSY */)
-		for (int i = 0; i < DEFERRED_SILENT; i++)
-			if (!ta->deferred_addresses[i]) {
-				ta->deferred_addresses[i] = address;
-				break;
-			}
+	if (err == -16 /* -EBUSY */ && !defer_silent(ta, address | served) && served)
+		on_fault_lost();
 	if (err)
 		return 0;
 	if (!lookup.mapping) {
 		ta->anon_start = lookup.start;
 		ta->anon_end = lookup.end;
+		ta->anon_mapping_calls = ta->lookup_mapping_calls;
 		return 0;
 	}
 	mapping = (struct address_space *)lookup.mapping;
 	bit = 1ULL << (lookup.index & (CHUNK_PAGES - 1));
-	chunk_in_cache(mapping, lookup.index >> CHUNK_SHIFT, bit, bit, &cache);
-	if (!(cache.mappable & bit))
-		return 0;
+	if (!served) {
+		chunk_in_cache(mapping, lookup.index >> CHUNK_SHIFT, bit, bit, &cache);
+		if (!(cache.mappable & bit))
+			return 0;
+	}
 	inode = BPF_CORE_READ(mapping, host);
 	key = &ta->silent_key;
 	file_id_of(inode, &key->file);
 	key->chunk = lookup.index >> CHUNK_SHIFT;
-	map_chunk_from_ptes(inode, key, bit, lookup.index, true);
+	if (!served)
+		map_chunk_from_ptes(inode, key, bit, lookup.index, true);
 	/* The folio's other pages, which the PMD mapped with it (7.3: 391 of a 2 MiB folio). */
 	folio = folio_at(mapping, lookup.index);
 	if (!folio || (nr = folio_pages((const struct folio *)folio)) < 2)
@@ -1344,7 +1472,7 @@ static __always_inline void resolve_silent_fault(struct thread_access *ta)
 	if (ta->nr_deferred_maps)
 		resolve_deferred_maps(ta);
 	if (ta->fault_folio_check && ta->fault_state == FAULT_RESOLVED)
-		map_fault_folio(ta);
+		map_fault_folio();
 	if (ta->fault_state != FAULT_STARTED || !ta->fault_address)
 		return;
 	ta->fault_state = FAULT_NONE;
@@ -1354,14 +1482,14 @@ static __always_inline void resolve_silent_fault(struct thread_access *ta)
 /*
  * sys_enter of a traced thread: its last fault has ended, so a silent one
  * is resolved here, with interrupts on; first the faults deferred as busy.
+ * Then a call that may map a file is counted: the faults before it were
+ * resolved against the VMAs before it.
  */
-static __always_inline void page_access_syscall_starts(void)
+static __always_inline void page_access_syscall_starts(long id)
 {
 	struct thread_access *ta = thread_access(false);
 
-	if (!ta)
-		return;
-	for (int i = 0; i < DEFERRED_SILENT; i++) {
+	for (int i = 0; ta && i < DEFERRED_SILENT; i++) {
 		__u64 deferred = ta->deferred_addresses[i];
 
 		if (deferred) {
@@ -1369,7 +1497,10 @@ static __always_inline void page_access_syscall_starts(void)
 			resolve_silent(deferred);
 		}
 	}
-	resolve_silent_fault(ta);
+	if (ta)
+		resolve_silent_fault(ta);
+	if (may_map_a_file(id))
+		__sync_fetch_and_add(&mapping_calls, 1);
 }
 
 /*
@@ -1493,6 +1624,9 @@ static __always_inline void page_access_exit(__u32 tid)
 
 	for (int i = 0; ta && i < DEFERRED_MAPS; i++)
 		if (ta->deferred_maps[i].address)
+			on_fault_lost();
+	for (int i = 0; ta && i < DEFERRED_SILENT; i++)
+		if (ta->deferred_addresses[i] & SILENT_SERVED)
 			on_fault_lost();
 	thread_storage_forget(&thread_accesses, tid);
 }

@@ -46,7 +46,7 @@ static __always_inline int handle_sys_enter(struct pt_regs *regs, long id)
 {
 	if (!current_is_traced())
 		return 0;
-	page_access_syscall_starts();
+	page_access_syscall_starts(id);
 	if (is_read_syscall(id))
 		page_access_read_syscall(regs, id);
 	return 0;
