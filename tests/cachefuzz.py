@@ -35,6 +35,7 @@ import argparse
 import contextlib
 import ctypes
 import ctypes.util
+import functools
 import json
 import os
 import platform
@@ -275,7 +276,17 @@ def collapses():
     return 0
 
 
-_khugepaged_io = []
+@functools.lru_cache(maxsize=None)
+def _khugepaged_io():
+    """/proc/PID/io of the khugepaged kernel thread, or None."""
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/comm") as f:
+                if f.read().strip() == "khugepaged":
+                    return f"/proc/{pid}/io"
+        except OSError:
+            continue
+    return None
 
 
 def khugepaged_reads():
@@ -286,20 +297,10 @@ def khugepaged_reads():
     seed 1217 read the 128 pages from a 2 MiB block's first missing page
     on (read_ahead_kb 512) with no collapse counted, and no traced task
     read them."""
-    if not _khugepaged_io:
-        for pid in filter(str.isdigit, os.listdir("/proc")):
-            try:
-                with open(f"/proc/{pid}/comm") as f:
-                    if f.read().strip() == "khugepaged":
-                        _khugepaged_io.append(f"/proc/{pid}/io")
-                        break
-            except OSError:
-                continue
-        else:
-            _khugepaged_io.append(None)
-    if _khugepaged_io[0] is None:
+    path = _khugepaged_io()
+    if path is None:
         return 0
-    with open(_khugepaged_io[0]) as f:
+    with open(path) as f:
         for line in f:
             name, _, value = line.partition(": ")
             if name == "read_bytes":

@@ -111,15 +111,28 @@ def cachetop_beside_cachestat(command):
     return proc
 
 
-def test_cachetop_beside_cachestat_counts_pmd_mapped_faults(pmd_folios):
-    path, command = pmd_folios
-    proc = cachetop_beside_cachestat(command)
-    mapped = kernel_mapped(proc.stderr)
-    hits = sum(kernel_report(proc.stderr)["cached"])
+def together_mapped(report):
+    """The pages mapped besides the touched ones, for touches with no
+    system call between them; asserts that each folio was mapped whole."""
+    mapped = set(report["touches"][0])
+    assert len(mapped) == len(TOUCHED) * (PMD_PAGES - 1), "not each folio mapped whole: not the case"
+    return mapped
+
+
+def assert_cachetop_counts(proc, path, report, mapped):
+    """cachetop's row for @path equals the kernel's: a touch of a page
+    cached before it is a hit, any other a miss; @mapped as mapped."""
+    hits = sum(report["cached"])
     summary = json.loads(proc.stdout)
     assert summary["lost"] == 0
     row = file_row(summary, path)
     assert (row["hits"], row["misses"], row["mapped"]) == (hits, len(TOUCHED) - hits, len(mapped))
+
+
+def test_cachetop_beside_cachestat_counts_pmd_mapped_faults(pmd_folios):
+    path, command = pmd_folios
+    proc = cachetop_beside_cachestat(command)
+    assert_cachetop_counts(proc, path, kernel_report(proc.stderr), kernel_mapped(proc.stderr))
 
 
 def test_trace_used_records_pmd_mapped_faults(pmd_folios, tmp_path):
@@ -155,13 +168,7 @@ def test_back_to_back_pmd_mapped_faults(pmd_folios, tmp_path, order):
     pages = command[3:] if order == "forward" else command[:2:-1]
     proc = cachetop_beside_cachestat([command[0], str(script), command[2], *pages])
     report = kernel_report(proc.stderr)
-    mapped = set(report["touches"][0])
-    assert len(mapped) == len(TOUCHED) * (PMD_PAGES - 1), "not each folio mapped whole: not the case"
-    hits = sum(report["cached"])
-    summary = json.loads(proc.stdout)
-    row = file_row(summary, path)
-    assert summary["lost"] == 0
-    assert (row["hits"], row["misses"], row["mapped"]) == (hits, len(TOUCHED) - hits, len(mapped))
+    assert_cachetop_counts(proc, path, report, together_mapped(report))
 
 
 # The file mapped with MAP_FIXED over anonymous memory the thread has just
@@ -221,19 +228,12 @@ def test_pmd_mapped_faults_where_anonymous_memory_was(pmd_folios, tmp_path, tool
     command = [command[0], str(script), *command[2:]]
     if tool == "trace":
         trace, proc, _ = run_used(tmp_path, "--", *command)
+        mapped = together_mapped(kernel_report(proc.stderr))
+        assert trace.kind_set(path, "access") == set(TOUCHED)
+        assert trace.kind_set(path, "map") == mapped
     else:
         proc = subprocess.run([CACHETOP, "-j", "-c", " ".join(command)],
                               capture_output=True, text=True, timeout=120)
         assert proc.returncode == 0, proc.stderr
-    report = kernel_report(proc.stderr)
-    mapped = set(report["touches"][0])
-    assert len(mapped) == len(TOUCHED) * (PMD_PAGES - 1), "not each folio mapped whole: not the case"
-    if tool == "trace":
-        assert trace.kind_set(path, "access") == set(TOUCHED)
-        assert trace.kind_set(path, "map") == mapped
-        return
-    hits = sum(report["cached"])
-    summary = json.loads(proc.stdout)
-    row = file_row(summary, path)
-    assert summary["lost"] == 0
-    assert (row["hits"], row["misses"], row["mapped"]) == (hits, len(TOUCHED) - hits, len(mapped))
+        report = kernel_report(proc.stderr)
+        assert_cachetop_counts(proc, path, report, together_mapped(report))

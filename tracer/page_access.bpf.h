@@ -106,7 +106,6 @@ struct thread_access {
 	__u64 anon_end;
 	__u64 anon_mapping_calls; /* mapping_calls when it was looked up (see there) */
 	__u64 lookup_mapping_calls; /* resolve_silent()'s, off the stack */
-	__u64 probe_byte;	/* defer_fault_folio()'s */
 	/* Silent faults whose VMA was busy at the next fault (resolve_silent()); 0: free. */
 	__u64 deferred_addresses[DEFERRED_SILENT];
 	struct page_chunk_key silent_key; /* resolve_silent()'s, off the stack */
@@ -1147,13 +1146,13 @@ static __always_inline bool defer_silent(struct thread_access *ta, __u64 address
 static __noinline void defer_fault_folio(struct thread_access *ta, unsigned long folio,
 					      __u64 nr, __u64 index)
 {
-	__u64 page = ta->fault_address & -(1ULL << page_shift), first = 0;
+	__u64 page = ta->fault_address & -(1ULL << page_shift), first = 0, beside;
 
 	bpf_probe_read_kernel(&first, sizeof(first), (void *)folio + page_index_offset());
-	page = index + 1 < first + nr ? page + (1ULL << page_shift) : page - (1ULL << page_shift);
-	if (bpf_probe_read_user(&ta->probe_byte, 1, (const void *)page))
-		return;	/* not mapped: the fault mapped its own page only */
-	if (!defer_silent(ta, (ta->fault_address & -(1ULL << page_shift)) | SILENT_SERVED))
+	beside = index + 1 < first + nr ? page + (1ULL << page_shift) : page - (1ULL << page_shift);
+	if (!user_page_mapped(beside))
+		return;	/* the fault mapped its own page only */
+	if (!defer_silent(ta, page | SILENT_SERVED))
 		on_fault_lost();
 }
 
