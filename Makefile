@@ -4,7 +4,7 @@ PREFIX ?= /usr/local
 DESTDIR ?=
 PYTHON ?= $(CURDIR)/.venv/bin/python
 # Sub-projects with a Makefile of their own.
-SUBDIRS := lib tracer replay samples diskemu
+SUBDIRS := lib tracer replay launch samples diskemu
 
 .PHONY: all deps test test-kernels test-spark bench demo install clean fuzz-cache fuzz-cache-long $(SUBDIRS)
 

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Prefetch packs as deployed (issue 22): `pagetrace pack` with its
 defaults, then startup-bench's states selective, hot, launched (`pagetrace
-launch PACK -- CMD`) and launched-stale (every file of the pack replaced),
+launch PACK -- CMD`, by the C launcher launch/launch as deployed) and
+launched-stale (every file of the pack replaced),
 interleaved, on the machine's disk and under the cloud-3000 and hdd-150
 device profiles, one startup-bench run per application and device. The
 goals: launched recovers at least 85% of the I/O cost and neither launched

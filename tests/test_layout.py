@@ -248,7 +248,7 @@ C_LONG_FILES = {
 
 
 def c_sources():
-    return [p for p in tracked("tracer", "replay", "lib", "bench", "tests")
+    return [p for p in tracked("tracer", "replay", "launch", "lib", "bench", "tests")
             if p.endswith((".c", ".h"))]
 
 

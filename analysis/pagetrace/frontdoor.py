@@ -11,9 +11,11 @@ standard library only:
   cachestat, cachetop
            tracer/cachestat and tracer/cachetop, or pagetrace-cachestat
            and pagetrace-cachetop
+  launch   launch/launch, or pagetrace-launch: prefetch a pack and start a
+           command (it hands sorted prefetches and --refine to
+           pagetrace.tools.launch, the planner)
   cache    pagecache (pagetrace.tools.pagecache_cli): status, evict, warm
   pack     pagetrace.tools.packrecord: record a prefetch pack (docs/pack-format.md)
-  launch   pagetrace.tools.launch: prefetch a pack and start a command
   startup  startup-bench (pagetrace.tools.startup_bench); `pagetrace startup RUNS.csv`
            (a CSV and no --trace/--summarize) is still the table and chart
            of a runs CSV, the analysis verb `startup-table`
@@ -34,8 +36,6 @@ PYTHON_TOOLS = {
                 "time a start-up in controlled cache states (startup-bench)"),
     "pack": ("tools.packrecord", "pagetrace pack",
              "record a start-up's used pages into a prefetch pack"),
-    "launch": ("tools.launch", "pagetrace launch",
-               "prefetch a pack's pages and start the command"),
 }
 STARTUP_TABLE = "startup-table"
 # Options that make `pagetrace startup ...` the bench, not the CSV table.

@@ -1,6 +1,6 @@
 """Where the C tools are: built in the source tree, or installed with the
 pagetrace- prefix. Used by the front door (`pagetrace trace ...`) and by
-startup-bench (replay). Standard library only."""
+startup-bench (replay, launch). Standard library only."""
 import os
 import shutil
 import sys
@@ -19,6 +19,8 @@ C_TOOLS = {
                   "page cache hits, misses and dirtied pages, system-wide"),
     "cachetop": ("tracer/cachetop", "pagetrace-cachetop",
                  "page cache hits, misses and dirties per process or file"),
+    "launch": ("launch/launch", "pagetrace-launch",
+               "prefetch a pack's pages and start the command"),
 }
 
 

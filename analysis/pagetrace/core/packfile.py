@@ -139,11 +139,22 @@ def write(pack, path):
 # ---------------------------------------------------------------------------
 # Reading.
 
+# Numbers are unsigned 64-bit (the C reader's uint64_t); a device's major
+# and minor numbers 32-bit.
+U64 = 1 << 64
+U32 = 1 << 32
+
+
 def _unsigned(raw, what, line_no):
-    if not raw.isdigit():
+    if not raw.isdigit() or int(raw) >= U64:
         raise PackError(None, f"line {line_no}: {what} is not an unsigned "
-                        f"integer: {raw[:64].decode('utf-8', 'replace')!r}")
+                        f"64-bit integer: {raw[:64].decode('utf-8', 'replace')!r}")
     return int(raw)
+
+
+def _is_dev(major, minor):
+    return (major.isdigit() and minor.isdigit()
+            and int(major) < U32 and int(minor) < U32)
 
 
 def _check_whole(data):
@@ -179,20 +190,27 @@ def _check_whole(data):
 _FILE = re.compile(rb"file (\d+:\d+) (\d+) (\d+) (\d+) ([0-9a-f]{8}) (/[^ \\]*)\Z")
 
 
+def _canonical_dev(major, minor):
+    """MAJ:MIN as dev_text writes it ("254:00" is "254:0"), so that a
+    device compares as the number it is, as the C reader compares it."""
+    return f"{int(major)}:{int(minor)}"
+
+
 def _file_line(fields, line_no, line=b""):
     """The PackFile of a file line; the common case (an absolute path
     without escapes) by one regular expression, the rest field by field."""
     match = _FILE.match(line)
-    if match:
+    if match and max(len(match[2]), len(match[3]), len(match[4])) < 20 and len(match[1]) < 20:
         dev, ino, size, mtime, crc, path = match.groups()
-        return PackFile(path.decode("utf-8", "surrogateescape"), dev.decode(),
+        return PackFile(path.decode("utf-8", "surrogateescape"),
+                        _canonical_dev(*dev.split(b":")),
                         int(ino), int(size), int(mtime), int(crc, 16))
     if len(fields) != 7:
         raise PackError(None, f"line {line_no}: a file line has 6 fields "
                         "after 'file': dev ino size mtime_ns head_crc32 path")
     dev = fields[1].decode("ascii", "replace")
     major, colon, minor = dev.partition(":")
-    if not (colon and major.isdigit() and minor.isdigit()):
+    if not (colon and _is_dev(major, minor)):
         raise PackError(None, f"line {line_no}: device {dev!r} is not MAJ:MIN")
     crc = fields[5]
     if len(crc) != 8 or any(c not in b"0123456789abcdef" for c in crc):
@@ -204,7 +222,7 @@ def _file_line(fields, line_no, line=b""):
         raise PackError(None, f"line {line_no}: path: {err}") from None
     if not path.startswith("/"):
         raise PackError(None, f"line {line_no}: path is not absolute")
-    return PackFile(path, dev, _unsigned(fields[2], "ino", line_no),
+    return PackFile(path, _canonical_dev(major, minor), _unsigned(fields[2], "ino", line_no),
                     _unsigned(fields[3], "size", line_no),
                     _unsigned(fields[4], "mtime_ns", line_no), int(crc, 16))
 
@@ -247,9 +265,9 @@ def _request_us(raw):
     for item in raw.decode("utf-8", "replace").split():
         dev, _, us = item.partition("=")
         major, colon, minor = dev.partition(":")
-        if not (colon and major.isdigit() and minor.isdigit() and us.isdigit()):
+        if not (colon and _is_dev(major, minor) and us.isdigit() and int(us) < U64):
             raise PackError(None, f"request-us: {item[:64]!r} is not MAJ:MIN=US")
-        found[dev] = int(us)
+        found[_canonical_dev(major, minor)] = int(us)
     return found
 
 
@@ -305,7 +323,7 @@ def _ranges(lines, first_no, files):
                                 "(range lines come last)")
             _range_line(line.split(b" "), line_no, files)  # says what is wrong
         r = make(map(int, match.groups()))
-        if r.file >= files or r.pages == 0:
+        if r.file >= files or r.pages == 0 or max(r) >= U64:
             _range_line(line.split(b" "), line_no, files)
         found.append(r)
     return found

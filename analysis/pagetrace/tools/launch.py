@@ -1,6 +1,12 @@
-"""`pagetrace launch PACK -- CMD`: prefetch the pages of a pack
-(docs/pack-format.md) and start CMD; the exit status is CMD's (CMD
-replaces this process, or with --refine its status is passed on).
+"""The launch's planner: `pagetrace launch PACK -- CMD` where the C
+launcher (launch/launch, installed as pagetrace-launch, which the front
+door runs) hands the launch over: a device where seeks or a read cap
+dominate, --mode sorted or planned, and --refine. It takes the same
+options and does the whole launch again; run on its own it also does the
+concurrent mode (its prefetch, launch_prefetch.py, is --refine's beside
+the start). It prefetches the pages of a pack (docs/pack-format.md) and
+starts CMD; the exit status is CMD's (CMD replaces this process, or with
+--refine its status is passed on).
 
 1. Each file of the pack is checked against the file on disk: device,
    inode, size and mtime with one stat(); where the prefetch is concurrent,
@@ -9,19 +15,18 @@ replaces this process, or with --refine its status is passed on).
    files are named on one line.
 2. The mode comes from the devices of the files left
    (`device_mode`): where a request is cheap (not rotational, no
-   blk-throttle read-IOPS limit on this process's cgroup), `replay
-   --prefetch` runs beside CMD in first-access order, as Android's iorap
-   did; where seeks or a request cap dominate, `replay --sorted --prefetch`
+   blk-throttle read-IOPS limit on this process's cgroup), the prefetch
+   runs beside CMD in first-access order (launch_prefetch.py), as
+   Android's iorap did; where seeks or a request cap dominate, `replay --sorted --prefetch`
    reads the list in disk order before CMD starts, with the gaps between
    ranges up to what one request costs filled so that it reads in few
    requests (docs/case-study-firefox.md, "Slow storage": at 150 IOPS the
    first-access-order prefetch made firefox 8.5x slower).
 3. When nothing is left to prefetch, CMD is started at once.
 
-The reads themselves are replay's (`replay --prefetch`: readahead(2) of
-each grouped request not cached yet, FIEMAP order with --sorted); this
-module only decides what and how. Standard library only: it runs on the
-system Python, from a systemd unit or under sudo.
+The sorted reads are replay's (`replay --sorted --prefetch`: FIEMAP
+order); this module decides what and how. Standard library only: it runs
+on the system Python, from a systemd unit or under sudo.
 """
 import argparse
 import os
@@ -55,12 +60,15 @@ AUTO_MODE = {"cheap": "concurrent", "capped": "sorted", "seeks": "sorted"}
 CHEAP_GAP = 16
 # The modes whose prefetch runs beside CMD, in first-access order.
 BESIDE_MODES = ("concurrent", "planned")
-# planned: at most this much asked for and not yet read, so that CMD's own
-# reads wait behind little of the prefetch in the throttle's queue.
-PLANNED_WINDOW = 1 << 20
+# Beside the start: at most this much asked for and not yet read, so that
+# CMD's own reads wait behind little of the prefetch in the device's queue
+# (the C launcher's DEFAULT_WINDOW, measured there: launch/launch.h).
+BESIDE_WINDOW = 1 << 20
 # A sorted prefetch must be estimated at most this share of the start's
-# own cold reads to be worth paying before the start (worth_it).
-WORTH_IT = 0.5
+# own cold reads to be worth paying before the start (worth_it): measured
+# (2026-11-27, 1 MiB requests) it paid at 0.27 (firefox-esr, cloud-3000),
+# 0.86 and 0.94 (firefox-esr and chromium, hdd-150).
+WORTH_IT = 1.0
 # A request costing this much (a seek) makes the device one where the
 # order of reads matters; flash and a host-cached virtio disk answer a
 # random 4 KiB read in 0.05-0.5 ms.
@@ -393,8 +401,7 @@ def build_parser(prog=PROG):
                    "sorted 0)" % CHEAP_GAP)
     p.add_argument("--window", metavar="SIZE", type=size_bytes,
                    help="concurrent, planned: at most SIZE bytes (K, M, G) "
-                   "asked for and not yet read (default: concurrent no "
-                   "limit, planned 1M)")
+                   "asked for and not yet read (default 1M)")
     p.add_argument("--replay", metavar="PATH", help="the replayer (default: "
                    "replay/replay of the source tree, else pagetrace-replay)")
     p.add_argument("--report", metavar="FILE",
@@ -496,7 +503,7 @@ def prepare(args, command, started):
             return report
         if mode == "planned":
             ranges = launch_prefetch.first_access_plan(pack, keep, gap, largest)
-            window = args.window or PLANNED_WINDOW
+            window = args.window or BESIDE_WINDOW
             report.update(pages=sum(r[2] for r in ranges), window=window)
     if not args.quiet:
         say(f"prefetching {len(keep)} of {len(pack.files)} files, {mode}"
@@ -505,7 +512,7 @@ def prepare(args, command, started):
     if beside:
         if mode == "concurrent":
             report["pages"] = None  # counted by the child that reads them
-            window = args.window
+            window = args.window or BESIDE_WINDOW
         start_concurrent(pack, data, path, keep, window,
                          skipped if verify else None, ranges)
     else:
@@ -543,11 +550,14 @@ def worth_it(pack, keep, gap, largest, cap, report):
     """Whether the sorted prefetch, paid before the start, is estimated at
     most WORTH_IT of what the start's own reads cost cold (cold_cost with
     the disk's read_ahead_kb). Paid before the start it adds to it, while
-    a cold start's reads overlap its computing; measured (2026-11-25, two
-    applications under cloud-3000 and hdd-150) the prefetch took 1.0-1.3x
-    its estimate, and paid off at 0.27 of the cold estimate (firefox-esr,
-    cloud-3000: 56% of the I/O cost recovered), not at 0.83-0.96 (both
-    under hdd-150: slower than no prefetch)."""
+    a cold start's reads overlap its computing. Measured with 1 MiB
+    requests (2026-11-27, docs/case-study-firefox.md): it paid off at 0.27
+    of the estimate (firefox-esr, cloud-3000: 60% of the I/O cost
+    recovered) and at 0.86 and 0.94 (firefox-esr and chromium under
+    hdd-150: 0.94 s and 2.50 s faster than selectively cold, 6 pairs
+    each). The 0.5 of 2026-11-25 came from sessions on a loaded machine
+    (hot starts 3-8x slower), one of them with a plan of 8 MiB requests,
+    which blk-throttle charged as many reads."""
     dev = pack.files[keep[0]].dev
     read_ahead = _sys_int(f"/sys/dev/block/{_disk(dev)}/queue/read_ahead_kb") or 0
     estimate, requests, pages = plan_cost(pack, keep, gap, largest, *cap)

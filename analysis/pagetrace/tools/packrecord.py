@@ -239,23 +239,40 @@ def read_ahead_set(kb, files, journal=READ_AHEAD_JOURNAL):
             signal.signal(sig, handler)
 
 
+# trace's exit status when the command succeeded but events were lost.
+TRACE_LOST = 3
+# Times a run whose trace lost events is recorded again before the pack
+# gives up (a lost event is a page the list may miss, said on trace's
+# LOST line; on 6.18 one in a few hundred chromium runs).
+LOST_RETRIES = 2
+
+
 def record_runs(command, runs, workdir, tracer, quiet=False):
     """Runs `trace --used -x` on `command` `runs` times, each from a cold
-    page cache (sync; drop_caches), and returns the trace paths."""
+    page cache (sync; drop_caches), and returns the trace paths. A run
+    whose trace lost events (trace's LOST line is on stderr) is recorded
+    again, up to LOST_RETRIES times."""
     paths = []
     for number in range(runs):
-        os.sync()
-        _write_text(DROP_CACHES, "3\n")
         path = os.path.join(workdir, f"run-{number + 1}.log")
-        started = time.perf_counter()
-        done = subprocess.run([tracer, "--used", "-x", "-q", "-o", path,
-                               "--", *command], stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL)
+        for attempt in range(LOST_RETRIES + 1):
+            os.sync()
+            _write_text(DROP_CACHES, "3\n")
+            started = time.perf_counter()
+            done = subprocess.run([tracer, "--used", "-x", "-q", "-o", path,
+                                   "--", *command], stdin=subprocess.DEVNULL,
+                                  stdout=subprocess.DEVNULL)
+            if done.returncode != TRACE_LOST or attempt == LOST_RETRIES:
+                break
+            progress(f"run {number + 1}: the trace lost events (trace's line "
+                     "above): recorded again", quiet)
         if done.returncode != 0:
             raise PackRecordError(
                 f"run {number + 1}: trace --used -- {display_path(command[0])} "
                 f"exited with status {done.returncode} (a run that fails "
-                "records no usable start-up)")
+                "records no usable start-up"
+                + (f"; events lost in {LOST_RETRIES + 1} recordings"
+                   if done.returncode == TRACE_LOST else "") + ")")
         progress(f"run {number + 1}/{runs} recorded in "
                  f"{time.perf_counter() - started:.2f} s: {path}", quiet)
         paths.append(path)

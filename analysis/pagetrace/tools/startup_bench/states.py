@@ -21,14 +21,19 @@ from pagetrace.tools.startup_bench.supervise import (DROP_CACHES, BenchError,
 # Cache states.
 
 def find_launcher():
-    """The `pagetrace` front door: scripts/pagetrace of the source tree,
-    else the one installed beside this script, else on PATH."""
+    """argv of `pagetrace launch` as users deploy it: the C launcher
+    (launch/launch of the source tree, or pagetrace-launch), so that its
+    own start, not a Python interpreter's, is what the launched states
+    time; else the `pagetrace` front door."""
+    launcher = find_c_tool("launch")
+    if launcher:
+        return [launcher]
     for candidate in (os.path.join(TREE_TOP, "scripts", "pagetrace"),
                       os.path.join(os.path.dirname(os.path.realpath(
                           sys.argv[0] or ".")), "pagetrace")):
         if os.path.isfile(candidate):
-            return candidate
-    return shutil.which("pagetrace") or "pagetrace"
+            return [sys.executable, "-I", "-S", candidate, "launch"]
+    return [shutil.which("pagetrace") or "pagetrace", "launch"]
 
 
 def stale_copy(pack_path, directory):
@@ -130,9 +135,7 @@ class CacheStates:
         """`pagetrace launch` of the pack before the command (launched),
         or of its stale copy (launched-stale)."""
         pack = self.stale_pack if state == "launched-stale" else self.pack
-        # -I -S: the launch needs the standard library only, and the
-        # site-packages' .pth files cost tens of ms before the prefetch.
-        return [sys.executable, "-I", "-S", find_launcher(), "launch", "-q",
+        return [*find_launcher(), "-q",
                 *(["--replay", self.replay] if self.replay else []), pack, "--",
                 *self.command]
 

@@ -1,4 +1,4 @@
-/* JSON string output shared by replay and tracefile-dump. */
+/* JSON string output shared by replay, tracefile-dump and launch. */
 #ifndef PAGETRACE_JSON_H
 #define PAGETRACE_JSON_H
 
