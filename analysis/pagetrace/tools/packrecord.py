@@ -243,7 +243,8 @@ def read_ahead_set(kb, files, journal=READ_AHEAD_JOURNAL):
 TRACE_LOST = 3
 # Times a run whose trace lost events is recorded again before the pack
 # gives up (a lost event is a page the list may miss, said on trace's
-# LOST line; on 6.18 one in a few hundred chromium runs).
+# LOST line; seen on 6.18 recording chromium, 2026-11-27: one run of three
+# said `faults unresolved: 1`).
 LOST_RETRIES = 2
 
 
