@@ -21,8 +21,11 @@
 
 #define DEFAULT_MAX_AGE_S (30u * 86400u)
 #define DEFAULT_PACKS_DIR "/var/lib/pagetrace/packs"
-/* The Python planner, run with the package's directory as argv[1]. */
-#define PLANNER_CODE "import sys; sys.path.insert(0, sys.argv.pop(1)); " \
+/* The Python planner, run with this launcher's path as argv[1] (its
+ * argv[0]: the C tools, pagetrace-replay among them, are found beside it)
+ * and the package's directory as argv[2]. */
+#define PLANNER_CODE "import sys; sys.argv[0] = sys.argv.pop(1); " \
+	"sys.path.insert(0, sys.argv.pop(1)); " \
 	"from pagetrace.tools.launch import main; sys.exit(main())"
 
 const char *argp_program_version = "launch (pagetrace) " PAGETRACE_VERSION;
@@ -223,7 +226,7 @@ static const char *find_pack(const char *name, char *buf, size_t len)
 
 /* The Python package beside this binary: TOP/analysis in the source tree,
  * PREFIX/share/pagetrace installed. */
-static int planner_dir(char *dir, size_t len)
+static int planner_dir(char *self, char *dir, size_t len)
 {
 	char exe[PATH_MAX], candidate[PATH_MAX + 64];
 	static const char *const under[] = {"analysis", "share/pagetrace"};
@@ -231,6 +234,7 @@ static int planner_dir(char *dir, size_t len)
 
 	if (!realpath("/proc/self/exe", exe))
 		return -1;
+	memcpy(self, exe, sizeof(exe));
 	for (int up = 0; up < 2; up++) {
 		if (!(slash = strrchr(exe, '/')))
 			return -1;
@@ -251,11 +255,11 @@ static int planner_dir(char *dir, size_t len)
 static void hand_to_planner(int argc, char **argv)
 {
 	const char *python = getenv("PAGETRACE_PYTHON");
-	char dir[PATH_MAX];
+	char dir[PATH_MAX], self[PATH_MAX];
 	char **args = calloc((size_t)argc + 8, sizeof(*args));
 	int n = 0;
 
-	if (!args || planner_dir(dir, sizeof(dir)) != 0) {
+	if (!args || planner_dir(self, dir, sizeof(dir)) != 0) {
 		say("warning: the Python planner (pagetrace.tools.launch) is not "
 		    "beside %s: install pagetrace whole (make install)", argv[0]);
 		free(args);
@@ -268,6 +272,7 @@ static void hand_to_planner(int argc, char **argv)
 	args[n++] = "-S";
 	args[n++] = "-c";
 	args[n++] = PLANNER_CODE;
+	args[n++] = self;
 	args[n++] = dir;
 	for (int i = 1; i < argc; i++)
 		args[n++] = argv[i];

@@ -6,9 +6,9 @@ from conftest import REPO
 
 # Installed C tools carry a pagetrace- prefix: bcc ships a `trace` too.
 TOOLS = ["pagetrace", "pagetrace-trace", "pagetrace-replay", "pagetrace-cachestat", "pagetrace-cachetop",
-         "pagetrace-readpage", "pagecache", "startup-bench", "resolve-inodes"]
+         "pagetrace-readpage", "pagetrace-launch", "pagecache", "startup-bench", "resolve-inodes"]
 MAN = ["man1/pagetrace.1", "man8/pagetrace-trace.8", "man8/pagetrace-cachestat.8", "man8/pagetrace-cachetop.8",
-       "man1/pagetrace-replay.1", "man1/pagecache.1", "man1/startup-bench.1"]
+       "man1/pagetrace-replay.1", "man1/pagetrace-launch.1", "man1/pagecache.1", "man1/startup-bench.1"]
 
 
 def test_make_install_into_destdir(tmp_path):
@@ -35,6 +35,30 @@ def test_make_install_into_destdir(tmp_path):
     has_failed_run = any(",failed," in line or ",timeout," in line for line in open(runs_csv))
     assert summary.returncode == (1 if has_failed_run else 0), summary.stderr
     assert "simulated vs real cold" in summary.stdout
+    _installed_launch_hands_sorted_to_the_planner(prefix, tmp_path)
+
+
+def _installed_launch_hands_sorted_to_the_planner(prefix, tmp_path):
+    """The installed C launcher finds the installed planner (share/pagetrace)
+    and the planner the installed replayer (beside the launcher): a sorted
+    prefetch runs, with no source tree on the way."""
+    import json
+    import sys
+    sys.path.insert(0, os.path.join(REPO, "analysis"))
+    from pagetrace.core import packfile
+    target = tmp_path / "data"
+    target.write_bytes(b"x" * 8192)
+    pack = packfile.Pack(1, 4096, int(__import__("time").time()), "test", 1, 0,
+                         [packfile.identify(str(target))],
+                         [packfile.PackRange(0, 0, 2, 0)])
+    packfile.write(pack, str(tmp_path / "t.pack"))
+    report = tmp_path / "report.json"
+    done = subprocess.run([str(prefix / "bin" / "pagetrace-launch"), "--mode", "sorted",
+                           "--report", str(report), str(tmp_path / "t.pack"), "--", "true"],
+                          capture_output=True, text=True, timeout=60, cwd="/")
+    assert done.returncode == 0, done.stderr
+    decided = json.loads(report.read_text())
+    assert decided["mode"] == "sorted" and decided["problem"] is None, (decided, done.stderr)
 
 
 def test_installed_front_door_without_the_analysis_libraries(tmp_path):
