@@ -772,6 +772,31 @@ def _mutant(data, rng):
     return bytes(body) + b"# crc32: %08x\n" % crc
 
 
+@pytest.mark.parametrize("edit, reason", [
+    ((b"file 7:3 12 ", b"file 7:3 18446744073709551615 "), None),
+    ((b"file 7:3 12 ", b"file 7:3 18446744073709551616 "),
+     "line 9: ino is not an unsigned 64-bit integer: '18446744073709551616'"),
+    ((b"file 7:3 ", b"file 4294967295:3 "), None),
+    ((b"file 7:3 ", b"file 4294967296:3 "), "line 9: device '4294967296:3' is not MAJ:MIN"),
+    ((b"file 7:3 ", b"file 07:003 "), None),
+    ((b"7:3=4100", b"7:3=18446744073709551616"),
+     "request-us: '7:3=18446744073709551616' is not MAJ:MIN=US"),
+])
+def test_readers_agree_on_numbers_at_their_limits(tmp_path, edit, reason):
+    """Numbers below 2^64 and device numbers below 2^32 are read, the next
+    ones refused, by both readers alike; `07:003` is device 7:3."""
+    data = open(os.path.join(SAMPLES, "basic.pack"), "rb").read()
+    body = data[:data.rfind(b"# crc32: ")].replace(*edit)
+    path = tmp_path / "limits.pack"
+    path.write_bytes(body + b"# crc32: %08x\n" % (zlib.crc32(body) & 0xFFFFFFFF))
+    python, (c, _) = _python_read(path), _c_read(path)
+    assert c == python
+    if reason:
+        assert python == {"refused": reason}
+    else:
+        assert "pack" in python and python["pack"]["files"][1]["dev"] in ("7:3", "4294967295:3")
+
+
 def test_c_and_python_readers_agree_on_random_packs(tmp_path):
     """2,000 mutants of the valid samples (seeded): the C reader refuses
     each pack the Python reader refuses, for the same reason in the same

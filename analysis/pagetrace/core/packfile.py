@@ -200,7 +200,10 @@ def _file_line(fields, line_no, line=b""):
     """The PackFile of a file line; the common case (an absolute path
     without escapes) by one regular expression, the rest field by field."""
     match = _FILE.match(line)
-    if match and max(len(match[2]), len(match[3]), len(match[4])) < 20 and len(match[1]) < 20:
+    # 19 digits are always below 2^64; a longer number, or a device number
+    # of 2^32 or more, is left to the field-by-field checks below.
+    if match and max(len(match[2]), len(match[3]), len(match[4])) < 20 \
+            and _is_dev(*match[1].split(b":")):
         dev, ino, size, mtime, crc, path = match.groups()
         return PackFile(path.decode("utf-8", "surrogateescape"),
                         _canonical_dev(*dev.split(b":")),
