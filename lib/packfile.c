@@ -448,14 +448,21 @@ static long check_whole(struct reader *rd, char *data, size_t len)
 	return (long)(last - data);
 }
 
+/* O_NONBLOCK: a FIFO named as the pack must not hang the launch (opening
+ * it would wait for a writer); anything but a regular file is refused. */
 static int read_all(const char *path, char **data, size_t *len)
 {
-	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	struct stat st;
 	size_t got = 0;
 
 	if (fd < 0)
 		return -1;
+	if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
+		close(fd);
+		errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+		return -1;
+	}
 	if (fstat(fd, &st) || !(*data = malloc((size_t)st.st_size + 1))) {
 		int err = errno;
 
@@ -495,7 +502,8 @@ enum packfile_status packfile_read(const char *path, struct pack *pack,
 
 	memset(pack, 0, sizeof(*pack));
 	if (read_all(path, &pack->data, &len)) {
-		snprintf(why, why_len, "%s", strerror(errno));
+		snprintf(why, why_len, "%s", errno == EINVAL ? "not a regular file" :
+			 strerror(errno));
 		return PACKFILE_UNREADABLE;
 	}
 	body = check_whole(&rd, pack->data, len);

@@ -406,6 +406,20 @@ def test_pack_problems_are_one_line_and_the_command_still_runs(tmp_path):
         assert strict.returncode == 1 and reason in strict.stderr
 
 
+def test_a_pack_that_is_not_a_regular_file(tmp_path):
+    """A FIFO named as the pack does not hang either reader (opening it
+    would wait for a writer); a directory or a FIFO is one line, and CMD
+    still runs."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    for path, reason in ((fifo, "not a regular file"), (tmp_path, "Is a directory")):
+        done = pagetrace("launch", str(path), "--", "sh", "-c", "exit 4", timeout=30)
+        assert done.returncode == 4
+        assert done.stderr == f"pagetrace launch: {path}: {reason}: starting without prefetch\n"
+        with pytest.raises(packfile.PackError, match=reason):
+            packfile.read(str(path))
+
+
 def test_file_on_a_device_not_mounted(tmp_path):
     pack = packfile.Pack(1, PAGE, int(time.time()), "x", 1, 0,
                          [packfile.PackFile("/nonexistent-22/lib.so", "259:4093",

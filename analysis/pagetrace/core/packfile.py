@@ -360,12 +360,24 @@ def range_triples(data, source="<bytes>"):
 
 
 def load(path):
-    """The bytes of pack file `path` (PackError when it cannot be read)."""
+    """The bytes of pack file `path` (PackError when it cannot be read, or
+    is not a regular file: opened with O_NONBLOCK, so that a FIFO does not
+    hang the reader)."""
+    import stat
     try:
-        with open(path, "rb") as f:
-            return f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC | os.O_NONBLOCK)
     except OSError as err:
         raise PackError(os.fsdecode(path), err.strerror or str(err)) from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        raise PackError(os.fsdecode(path), "Is a directory" if stat.S_ISDIR(mode)
+                        else "not a regular file")
+    with os.fdopen(fd, "rb") as f:
+        try:
+            return f.read()
+        except OSError as err:
+            raise PackError(os.fsdecode(path), err.strerror or str(err)) from None
 
 
 def read(path, ranges=True):
