@@ -455,17 +455,17 @@ static int read_all(const char *path, char **data, size_t *len)
 	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NONBLOCK);
 	struct stat st;
 	size_t got = 0;
+	int err = 0;
 
 	if (fd < 0)
 		return -1;
-	if (fstat(fd, &st) == 0 && !S_ISREG(st.st_mode)) {
-		close(fd);
-		errno = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
-		return -1;
-	}
-	if (fstat(fd, &st) || !(*data = malloc((size_t)st.st_size + 1))) {
-		int err = errno;
-
+	if (fstat(fd, &st) != 0)
+		err = errno;
+	else if (!S_ISREG(st.st_mode))
+		err = S_ISDIR(st.st_mode) ? EISDIR : EINVAL;
+	else if (!(*data = malloc((size_t)st.st_size + 1)))
+		err = ENOMEM;
+	if (err) {
 		close(fd);
 		errno = err;
 		return -1;
