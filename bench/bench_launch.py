@@ -6,7 +6,10 @@ launched-stale (every file of the pack replaced),
 interleaved, on the machine's disk and under the cloud-3000 and hdd-150
 device profiles, one startup-bench run per application and device. The
 goals: launched recovers at least 85% of the I/O cost and neither launched
-nor launched-stale is slower than selectively cold, on every device.
+nor launched-stale is slower than selectively cold, on every device. After
+each run, the read floor (pagetrace.tools.readfloor) of the files the start
+reads, measured on the same device, says how much of that run's I/O cost
+any prefetch into the page cache could recover at most.
 
 Applications: headless firefox-esr and headless chromium taking a
 screenshot of about:blank (each skipped, with one line, when it is not
@@ -30,6 +33,10 @@ import subprocess
 import sys
 
 TOP = pathlib.Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(TOP / "analysis"))
+from pagetrace.core import packfile  # noqa: E402
+from pagetrace.tools import pagecache_files, readfloor, throttle  # noqa: E402
+
 STATES = "selective,hot,launched,launched-stale"
 GAIN = re.compile(r"^(launched\S*) \(total\) vs selective: ([-+\d.]+)% \(95% CI (.*?)\); "
                   r"recovers (-?\d+)% of the I/O cost \(95% CI (.*?)\)", re.M)
@@ -67,6 +74,36 @@ def prepare(name, command, out, env):
     return done.stderr.strip().splitlines()[-1]
 
 
+BEST = re.compile(r"^read floor: .*?: ([\d.]+) s .*can recover more than (\d+)%", re.M)
+MEAN = re.compile(r"^(selective|hot) +\d+/\d+ +([\d.]+)", re.M)
+
+
+def floor_line(out, device, bench_stdout):
+    """The read floor (tools/readfloor.py) of the files that both the cold
+    trace and the pack read, on DEVICE, and the largest share of this
+    run's I/O cost any prefetch into the page cache could recover."""
+    pack = packfile.read(out / "app.pack")
+    traced = set(pagecache_files.read_trace(out / "cold.log").pages)
+    paths = [f.path for f in pack.files if f.path in traced]
+    limits = None if device == "none" else throttle.profile_limits(device)
+    try:
+        disks = throttle.disks_of(paths) if limits else ()
+        seconds, reads = readfloor.measure(paths, limits, disks)
+    except (readfloor.FloorError, throttle.ThrottleError) as err:
+        return f"read floor: not measured: {err}"
+    means = dict(MEAN.findall(bench_stdout))
+    counted = f"; the kernel counted {reads} reads" if reads is not None else ""
+    line = (f"read floor: one page of each of the {len(readfloor.readable_files(paths))} "
+            f"files read by both the cold trace and the pack, all asked for at once: "
+            f"{seconds:.3f} s (median of 3{counted})")
+    if "selective" in means and "hot" in means:
+        best = readfloor.best_share(float(means["selective"]), float(means["hot"]), seconds)
+        if best is not None:
+            line += (f"; no prefetch into the page cache can recover more than "
+                     f"{best:.0%} of this run's I/O cost")
+    return line
+
+
 def ratio_rows(text):
     """(measure, value, goal) rows for bench/run's table."""
     rows = []
@@ -77,6 +114,10 @@ def ratio_rows(text):
             rows.append((f"{title}: share of the I/O cost recovered by {state} "
                          f"(95% CI {interval}; {change}% against selective)",
                          int(percent) / 100, goal))
+        best = BEST.search(block)
+        if best:
+            rows.append((f"{title}: the most any prefetch into the page cache could "
+                         f"recover (read floor {best.group(1)} s)", int(best.group(2)) / 100, ""))
     return rows
 
 
@@ -109,7 +150,8 @@ def main():
                  "--timeout", "120", *profile, "--csv", out / f"runs-{device}.csv",
                  "--", *command], env=env, capture_output=True, text=True)
             print(f"### {name}, {device if profile else 'the machine disk'}\n")
-            print(f"```\n{done.stdout.strip()}\n```\n")
+            print(f"```\n{done.stdout.strip()}\n{floor_line(out, device, done.stdout)}\n```\n",
+                  flush=True)
     return 0
 
 

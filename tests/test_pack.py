@@ -345,13 +345,18 @@ def test_all_stale_launch_costs_at_most_5_ms(recorded, tmp_path):
     assert cost <= 0.005, f"{cost * 1e3:.1f} ms"
 
 
-def test_mode_follows_a_read_iops_cap(recorded, app_image, tmp_path):
+@pytest.mark.parametrize("cap", ["riops=150,rbps=150000000", "riops=3000,rbps=1000000"])
+def test_mode_follows_a_read_iops_cap(recorded, app_image, tmp_path, cap):
+    """Under a cap on read requests (hdd-150's), the prefetch is sorted and
+    paid before the start, or not made; under one that the plan's bytes
+    reach first, it goes beside the start in first-access order (planned)
+    with the capped window."""
     mountpoint, pack_path, _ = recorded
     _, loop = app_image
     report = tmp_path / "report.json"
     pagetrace("launch", "--mode", "none", "--report", str(report), pack_path,
               "--", "true", check=True)
-    limits = throttle.parse_limits("riops=150,rbps=150000000")
+    limits = throttle.parse_limits(cap)
     disk = throttle.disk_of(f"{mountpoint}/app")
     with throttle.Cgroup(limits, [disk], "test-pack") as cgroup:
         with cgroup.spawning():
@@ -361,14 +366,23 @@ def test_mode_follows_a_read_iops_cap(recorded, app_image, tmp_path):
         _, err = proc.communicate()
     decided = json.loads(report.read_text())
     assert proc.returncode == 0, err
-    # Sorted, unless the plan costs more than half the start's own reads.
-    if decided["mode"] == "none":
+    pack = packfile.read(pack_path)
+    keep = list(range(len(pack.files)))
+    riops, rbps = limits.riops, limits.rbps
+    _, requests, pages = launch.plan_cost(pack, keep, decided.get("gap_pages", 0),
+                                          decided.get("max_request_pages", 256), riops, rbps)
+    if pages * pack.page_size / rbps >= requests / riops:
+        assert decided["mode"] == "planned" and decided["window"] == launch.CAPPED_WINDOW
+        assert decided["estimate_s"] <= launch.WORTH_IT * decided["cold_estimate_s"]
+    # Sorted, unless the plan costs more than the start's own reads.
+    elif decided["mode"] == "none":
         assert decided["estimate_s"] > launch.WORTH_IT * decided["cold_estimate_s"]
         assert "no prefetch: the sorted prefetch (" in err
     else:
         assert decided["mode"] == "sorted"
         assert decided["estimate_s"] <= launch.WORTH_IT * decided["cold_estimate_s"]
-    assert f"{throttle.dev_text(disk)}: blk-throttle caps reads at 150/s" in decided["device"]
+    assert (decided["mode"] == "planned") == ("riops=3000" in cap)
+    assert f"{throttle.dev_text(disk)}: blk-throttle caps reads at {riops}/s" in decided["device"]
 
 
 def test_a_seeking_device_goes_to_the_planner(recorded, tmp_path):
@@ -668,11 +682,14 @@ def test_sorted_plan_fills_a_gap_only_where_a_request_costs_more():
                          [packfile.PackFile("/f", "1:1", 1, 8 << 20, 1, 0)],
                          [packfile.PackRange(0, 0, 2, 0), packfile.PackRange(0, 4, 2, 1),
                           packfile.PackRange(0, 1000, 1, 2)])
-    assert launch.sorted_plan(pack, [0], 150, 150_000_000) == (4, 256)
-    assert launch.plan_ranges(pack, [0], 4, merge=True) == [("/f", 0, 6), ("/f", 1000, 1)]
-    # With bytes almost free, filling the 994-page gap too would make one
-    # range of 1,001 pages, 4 requests of 1 MiB: more than the 2 of gap 4.
-    assert launch.sorted_plan(pack, [0], 3000, 10 ** 12) == (4, 256)
+    for cap in ((150, 150_000_000),
+                # With bytes almost free, filling the 994-page gap too would
+                # make one range of 1,001 pages, 4 requests of 1 MiB: more
+                # than the 2 of filling the small gap only.
+                (3000, 10 ** 12)):
+        gap, largest = launch.sorted_plan(pack, [0], *cap)
+        assert 2 <= gap < 994 and largest == 256
+        assert launch.plan_ranges(pack, [0], gap, merge=True) == [("/f", 0, 6), ("/f", 1000, 1)]
 
 
 def test_prefetch_is_worth_it_only_well_below_the_cold_reads():

@@ -50,10 +50,11 @@ SEEKING_DISK = (150, 150_000_000)
 # a larger readahead(2) into reads of its own, and blk-throttle charges
 # each (measured: 219 requests of up to 8 MiB, 135 MiB, were 463 reads
 # under riops=150, 2.96 s; 2026-11-25).
-GAP_CANDIDATES = (0, 4, 16, 64, 128, 256, 512, 1024, 2048)
+GAP_CANDIDATES = (0, 1, 2, 4, 8, 16, 64, 128, 256, 512, 1024, 2048)
 REQUEST_CANDIDATES = (256,)
 MODES = ("auto", "concurrent", "planned", "sorted", "none")
-# The mode auto chooses for each kind of device (device_mode).
+# The mode auto chooses for each kind of device (device_mode); a capped
+# device whose plan is bandwidth_bound gets planned instead of sorted.
 AUTO_MODE = {"cheap": "concurrent", "capped": "sorted", "seeks": "sorted"}
 # planned where requests are cheap: gaps of up to this many pages between
 # ranges filled (with no cap to plan for).
@@ -64,6 +65,13 @@ BESIDE_MODES = ("concurrent", "planned")
 # CMD's own reads wait behind little of the prefetch in the device's queue
 # (the C launcher's DEFAULT_WINDOW, measured there: launch/launch.h).
 BESIDE_WINDOW = 1 << 20
+# Beside the start under a cap on read bytes per second (bandwidth_bound):
+# the cap, not the device's queue, orders the reads (blk-throttle passes
+# them first in, first out), and a deeper queue keeps the cap busy while
+# the prefetch reads back. Pilot, firefox-esr under cloud-3000 (8 rounds,
+# 2026-11-27, docs/case-study-firefox.md): 2M 63%, 4M 65-67%, 8M 66-67%,
+# 16M 61% of the I/O cost, against 61% for the sorted prefetch before.
+CAPPED_WINDOW = 8 << 20
 # A sorted prefetch must be estimated at most this share of the start's
 # own cold reads to be worth paying before the start (worth_it): measured
 # (2026-11-27, 1 MiB requests) it paid at 0.27 (firefox-esr, cloud-3000),
@@ -221,6 +229,19 @@ def sorted_plan(pack, keep, riops, rbps):
             if best is None or cost < best[0]:
                 best = (cost, gap, largest)
     return best[1], best[2]
+
+
+def bandwidth_bound(pack, keep, cap, plan):
+    """Whether, under `cap` (riops, rbps), `plan` (sorted_plan's gap and
+    largest request) is limited by the bytes it reads rather than by its
+    requests: then the start's own reads cost bytes too, and the prefetch
+    goes beside the start in first-access order (planned), where the
+    start's computing overlaps it, instead of being paid before it."""
+    riops, rbps = cap
+    if not rbps:
+        return False
+    _, requests, pages = plan_cost(pack, keep, *plan, riops, rbps)
+    return pages * pack.page_size / rbps >= requests / riops
 
 
 def plan_cost(pack, keep, gap, largest, riops, rbps):
@@ -470,13 +491,18 @@ def prepare(args, command, started):
         return unusable(f"{packfile.escape(path)}: the pack is {age / 86400:.1f} "
                         f"days old, older than --max-age {args.max_age / 86400:g} "
                         "days: record it again (pagetrace pack, or --refine)")
-    mode, cap = args.mode, None
+    mode, cap, plan = args.mode, None, None
     keep, skipped = check_files(pack)
     if keep and mode != "none":
         devices = {pack.files[i].dev for i in keep}
         kind, why, cap = device_mode(devices, pack.request_us)
         if mode == "auto":
             mode = AUTO_MODE[kind]
+            if kind == "capped":
+                pack = packfile.parse_bytes(data, path)
+                plan = sorted_plan(pack, keep, *cap)
+                if bandwidth_bound(pack, keep, cap, plan):
+                    mode = "planned"
         report["device"] = why
     beside = mode in BESIDE_MODES
     verify = args.verify == "content" or (args.verify == "auto" and beside)
@@ -496,14 +522,15 @@ def prepare(args, command, started):
                         "pagetrace-replay: make install; or give --replay)")
     ranges = window = None
     if mode != "concurrent":
-        pack = packfile.parse_bytes(data, path)
-        gap, largest = _plan(args, pack, keep, cap, report)
+        if pack.ranges is None:
+            pack = packfile.parse_bytes(data, path)
+        gap, largest = _plan(args, pack, keep, cap, report, plan)
         if gap is None:
             report["launch_s"] = time.perf_counter() - started
             return report
         if mode == "planned":
             ranges = launch_prefetch.first_access_plan(pack, keep, gap, largest)
-            window = args.window or BESIDE_WINDOW
+            window = args.window or (CAPPED_WINDOW if cap else BESIDE_WINDOW)
             report.update(pages=sum(r[2] for r in ranges), window=window)
     if not args.quiet:
         say(f"prefetching {len(keep)} of {len(pack.files)} files, {mode}"
@@ -528,12 +555,12 @@ def prepare(args, command, started):
     return report
 
 
-def _plan(args, pack, keep, cap, report):
+def _plan(args, pack, keep, cap, report, plan=None):
     """(gap pages to fill, largest request in pages) of the sorted or
     planned prefetch; (None, None) when it is not worth it (said on one
     line). On a device where requests are cheap (--mode sorted or
     planned): exactly the pack's pages, in requests of 1 MiB."""
-    gap, largest = sorted_plan(pack, keep, *cap) if cap else (0, 256)
+    gap, largest = plan or (sorted_plan(pack, keep, *cap) if cap else (0, 256))
     if args.gap is not None:
         gap = args.gap
     elif not cap and args.mode != "sorted":
