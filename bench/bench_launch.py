@@ -70,8 +70,13 @@ def prepare(name, command, out, env):
                     "--", *command], env=env, capture_output=True, check=True)
     done = subprocess.run([sys.executable, TOP / "scripts" / "pagetrace", "pack",
                            "-o", out / "app.pack", "--", *command], env=env,
-                          capture_output=True, text=True, check=True)
-    return done.stderr.strip().splitlines()[-1]
+                          capture_output=True, text=True)
+    lines = done.stderr.strip().splitlines()
+    if done.returncode:
+        # Its own words, not a traceback of this script.
+        sys.exit(f"bench_launch: {name}: pagetrace pack failed (exit status "
+                 f"{done.returncode}): " + (lines[-1] if lines else "no message"))
+    return lines[-1]
 
 
 BEST = re.compile(r"^read floor: .*?: ([\d.]+) s .*can recover more than (\d+)%", re.M)
@@ -84,16 +89,17 @@ def floor_line(out, device, bench_stdout):
     run's I/O cost any prefetch into the page cache could recover."""
     pack = packfile.read(out / "app.pack")
     traced = set(pagecache_files.read_trace(out / "cold.log").pages)
-    paths = [f.path for f in pack.files if f.path in traced]
+    # Files a browser's profile replaced since are gone: only those here.
+    paths = readfloor.readable_files([f.path for f in pack.files if f.path in traced])
     limits = None if device == "none" else throttle.profile_limits(device)
     try:
         disks = throttle.disks_of(paths) if limits else ()
         seconds, reads = readfloor.measure(paths, limits, disks)
-    except (readfloor.FloorError, throttle.ThrottleError) as err:
+    except (readfloor.FloorError, throttle.ThrottleError, OSError) as err:
         return f"read floor: not measured: {err}"
     means = dict(MEAN.findall(bench_stdout))
     counted = f"; the kernel counted {reads} reads" if reads is not None else ""
-    line = (f"read floor: one page of each of the {len(readfloor.readable_files(paths))} "
+    line = (f"read floor: one page of each of the {len(paths)} "
             f"files read by both the cold trace and the pack, all asked for at once: "
             f"{seconds:.3f} s (median of 3{counted})")
     if "selective" in means and "hot" in means:
@@ -150,8 +156,8 @@ def main():
                  "--timeout", "120", *profile, "--csv", out / f"runs-{device}.csv",
                  "--", *command], env=env, capture_output=True, text=True)
             print(f"### {name}, {device if profile else 'the machine disk'}\n")
-            print(f"```\n{done.stdout.strip()}\n{floor_line(out, device, done.stdout)}\n```\n",
-                  flush=True)
+            print(f"```\n{done.stdout.strip()}", flush=True)
+            print(f"{floor_line(out, device, done.stdout)}\n```\n", flush=True)
     return 0
 
 

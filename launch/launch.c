@@ -73,7 +73,8 @@ static const struct argp_option options[] = {
 	{"gap", OPT_GAP, "PAGES", 0, "sorted, planned: gaps to fill (the "
 	 "planner's)", 0},
 	{"window", OPT_WINDOW, "SIZE", 0, "beside CMD: at most SIZE bytes "
-	 "(K, M, G) asked for and not yet read (default 1M)", 0},
+	 "(K, M, G) asked for and not yet read (default 1M; 8M when the "
+	 "planner prefetches beside CMD under a bandwidth cap)", 0},
 	{"replay", OPT_REPLAY, "PATH", 0, "sorted: the replayer (the planner's)", 0},
 	{"report", OPT_REPORT, "FILE", 0, "write what was decided as JSON to FILE", 0},
 	{"strict", OPT_STRICT, 0, 0, "exit 1 instead of starting CMD without "

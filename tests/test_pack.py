@@ -26,7 +26,7 @@ from pagecache_util import cached_since_eviction
 
 sys.path.insert(0, os.path.join(REPO, "analysis"))
 from pagetrace.core import packfile, tracefile  # noqa: E402
-from pagetrace.tools import launch, packexport, packrecord, throttle  # noqa: E402
+from pagetrace.tools import launch, launch_plan, packexport, packrecord, throttle  # noqa: E402
 
 PAGETRACE = os.path.join(REPO, "scripts", "pagetrace")
 APP = os.path.join(REPO, "samples", ".output", "startup-app")
@@ -369,7 +369,7 @@ def test_mode_follows_a_read_iops_cap(recorded, app_image, tmp_path, cap):
     pack = packfile.read(pack_path)
     keep = list(range(len(pack.files)))
     riops, rbps = limits.riops, limits.rbps
-    _, requests, pages = launch.plan_cost(pack, keep, decided.get("gap_pages", 0),
+    _, requests, pages = launch_plan.plan_cost(pack, keep, decided.get("gap_pages", 0),
                                           decided.get("max_request_pages", 256), riops, rbps)
     if pages * pack.page_size / rbps >= requests / riops:
         assert decided["mode"] == "planned" and decided["window"] == launch.CAPPED_WINDOW
@@ -687,9 +687,9 @@ def test_sorted_plan_fills_a_gap_only_where_a_request_costs_more():
                 # make one range of 1,001 pages, 4 requests of 1 MiB: more
                 # than the 2 of filling the small gap only.
                 (3000, 10 ** 12)):
-        gap, largest = launch.sorted_plan(pack, [0], *cap)
+        gap, largest = launch_plan.sorted_plan(pack, [0], *cap)
         assert 2 <= gap < 994 and largest == 256
-        assert launch.plan_ranges(pack, [0], gap, merge=True) == [("/f", 0, 6), ("/f", 1000, 1)]
+        assert launch_plan.plan_ranges(pack, [0], gap, merge=True) == [("/f", 0, 6), ("/f", 1000, 1)]
 
 
 def test_prefetch_is_worth_it_only_well_below_the_cold_reads():
@@ -701,16 +701,16 @@ def test_prefetch_is_worth_it_only_well_below_the_cold_reads():
                          [packfile.PackFile(f"/f{i}", "1:1", 1, 4096, 1, 0) for i in range(100)],
                          [packfile.PackRange(i, 0, 1, i) for i in range(100)])
     keep = list(range(100))
-    assert launch.plan_cost(many, keep, 256, 256, 150, 150_000_000)[1] == 100
-    assert launch.cold_cost(many, keep, 150, 150_000_000, 2048) == pytest.approx(100 / 150)
+    assert launch_plan.plan_cost(many, keep, 256, 256, 150, 150_000_000)[1] == 100
+    assert launch_plan.cold_cost(many, keep, 150, 150_000_000, 2048) == pytest.approx(100 / 150)
     one = packfile.Pack(1, 4096, 0, "x", 1, 0,
                         [packfile.PackFile("/f", "1:1", 1, 8 << 20, 1, 0)],
                         [packfile.PackRange(0, 16 * i, 1, i) for i in range(100)])
-    gap, largest = launch.sorted_plan(one, [0], 150, 150_000_000)
-    estimate, requests, pages = launch.plan_cost(one, [0], gap, largest, 150, 150_000_000)
+    gap, largest = launch_plan.sorted_plan(one, [0], 150, 150_000_000)
+    estimate, requests, pages = launch_plan.plan_cost(one, [0], gap, largest, 150, 150_000_000)
     assert (requests, pages) == (7, 1585)
-    assert launch.cold_cost(one, [0], 150, 150_000_000, 0) == pytest.approx(100 / 150)
-    assert estimate <= launch.WORTH_IT * launch.cold_cost(one, [0], 150, 150_000_000, 0)
+    assert launch_plan.cold_cost(one, [0], 150, 150_000_000, 0) == pytest.approx(100 / 150)
+    assert estimate <= launch.WORTH_IT * launch_plan.cold_cost(one, [0], 150, 150_000_000, 0)
 
 
 def test_planned_requests_come_in_first_access_order():

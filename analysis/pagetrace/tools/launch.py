@@ -21,7 +21,10 @@ starts CMD; the exit status is CMD's (CMD replaces this process, or with
    reads the list in disk order before CMD starts, with the gaps between
    ranges up to what one request costs filled so that it reads in few
    requests (docs/case-study-firefox.md, "Slow storage": at 150 IOPS the
-   first-access-order prefetch made firefox 8.5x slower).
+   first-access-order prefetch made firefox 8.5x slower); under a cap
+   that the plan's bytes reach before its requests (cloud-3000), the
+   plan's requests go beside CMD in first-access order (planned). The
+   plans and their costs are launch_plan.py's.
 3. When nothing is left to prefetch, CMD is started at once.
 
 The sorted reads are replay's (`replay --sorted --prefetch`: FIEMAP
@@ -39,19 +42,14 @@ from pagetrace.core import packfile
 from pagetrace.tools import launch_prefetch
 from pagetrace.tools.launch_files import (PROG, LaunchError, check_files, content_changed,
                                           say, skipped_line)
+from pagetrace.tools.launch_plan import (bandwidth_bound, cold_cost, plan_cost, plan_ranges,
+                                         sorted_plan)
 
 DEFAULT_MAX_AGE = "30d"
 # A disk that seeks and has no throttle that says what a request costs is
 # planned as the hdd-150 profile (docs/replay.md): a short seek costs
 # 6.7 ms, in which a 150 MB/s disk transfers 1 MB.
 SEEKING_DISK = (150, 150_000_000)
-# Gaps (pages) a sorted prefetch may fill, largest requests (pages) it may
-# issue (replay --max-request). Requests stay at 1 MiB: the kernel splits
-# a larger readahead(2) into reads of its own, and blk-throttle charges
-# each (measured: 219 requests of up to 8 MiB, 135 MiB, were 463 reads
-# under riops=150, 2.96 s; 2026-11-25).
-GAP_CANDIDATES = (0, 1, 2, 4, 8, 16, 64, 128, 256, 512, 1024, 2048)
-REQUEST_CANDIDATES = (256,)
 MODES = ("auto", "concurrent", "planned", "sorted", "none")
 # The mode auto chooses for each kind of device (device_mode); a capped
 # device whose plan is bandwidth_bound gets planned instead of sorted.
@@ -207,85 +205,8 @@ def device_mode(devices, measured=None):
         for d in sorted(devices)) + "; no read-IOPS cap)", None
 
 
-def sorted_plan(pack, keep, riops, rbps):
-    """(gap pages to fill, largest request in pages) that make the sorted
-    prefetch cheapest where each request costs 1/riops s and each byte
-    1/rbps s (blk-throttle charges both): filling a gap between two ranges
-    saves a request and costs its bytes; larger requests save requests.
-    Estimated from the gaps between the ranges of each file, without
-    building every plan: requests ~ ranges + pages / largest request."""
-    base = plan_ranges(pack, keep, 0, merge=True)
-    gaps = sorted(page - (base[i - 1][1] + base[i - 1][2])
-                  for i, (path, page, _) in enumerate(base)
-                  if i and base[i - 1][0] == path)
-    pages0 = sum(r[2] for r in base)
-    best = None
-    for gap in GAP_CANDIDATES:
-        filled = [g for g in gaps if g <= gap]
-        ranges, pages = len(base) - len(filled), pages0 + sum(filled)
-        for largest in REQUEST_CANDIDATES:
-            requests = ranges + pages // largest
-            cost = max(requests / riops, pages * pack.page_size / rbps if rbps else 0)
-            if best is None or cost < best[0]:
-                best = (cost, gap, largest)
-    return best[1], best[2]
-
-
-def bandwidth_bound(pack, keep, cap, plan):
-    """Whether, under `cap` (riops, rbps), `plan` (sorted_plan's gap and
-    largest request) is limited by the bytes it reads rather than by its
-    requests: then the start's own reads cost bytes too, and the prefetch
-    goes beside the start in first-access order (planned), where the
-    start's computing overlaps it, instead of being paid before it."""
-    riops, rbps = cap
-    if not rbps:
-        return False
-    _, requests, pages = plan_cost(pack, keep, *plan, riops, rbps)
-    return pages * pack.page_size / rbps >= requests / riops
-
-
-def plan_cost(pack, keep, gap, largest, riops, rbps):
-    """(estimated seconds, requests, pages) of reading the kept files'
-    ranges with gaps of up to `gap` pages filled, in requests of up to
-    `largest` pages, under riops and rbps."""
-    ranges = plan_ranges(pack, keep, gap, merge=True)
-    requests = sum(-(-r[2] // largest) for r in ranges)
-    pages = sum(r[2] for r in ranges)
-    return (max(requests / riops, pages * pack.page_size / rbps if rbps else 0),
-            requests, pages)
-
-
-def cold_cost(pack, keep, riops, rbps, read_ahead_pages):
-    """A model of what the start's own reads of the same pages cost cold:
-    each used range read with the readahead window around it (ranges
-    within a window of each other read together), in reads of at most
-    1 MiB as the kernel issues them."""
-    window = max(1, read_ahead_pages)
-    return plan_cost(pack, keep, window, min(window, 256), riops, rbps)[0]
-
-
 # ---------------------------------------------------------------------------
 # The list replay reads: a trace of format version 1 (docs/trace-format.md).
-
-def plan_ranges(pack, keep, gap_pages=0, merge=False):
-    """[(path, first page, pages)] of the kept files: in pack (first-access)
-    order; with gap_pages (or merge), per file in page order, ranges that
-    touch or overlap merged and the gaps of at most gap_pages between
-    them filled (disk order is replay --sorted's)."""
-    kept = set(keep)
-    ranges = [(pack.files[r.file].path, r.page, r.pages, pack.files[r.file].size)
-              for r in pack.ranges if r.file in kept]
-    if not gap_pages and not merge:
-        return [r[:3] for r in ranges]
-    filled = []
-    for path, page, pages, _ in sorted(ranges):
-        if filled and filled[-1][0] == path and page - (filled[-1][1] + filled[-1][2]) <= gap_pages:
-            last = filled[-1]
-            filled[-1] = (path, last[1], max(last[2], page + pages - last[1]))
-        else:
-            filled.append((path, page, pages))
-    return filled
-
 
 def list_bytes(ranges, page_size):
     out = [f"# pagetrace-format: 1\n# page-size: {page_size}\n"
@@ -402,8 +323,10 @@ def build_parser(prog=PROG):
                    help="auto (default): from the device; concurrent: beside "
                    "CMD in first-access order; planned: beside CMD in "
                    "first-access order, in the sorted plan's requests, at "
-                   "most --window (default 1M) queued; sorted: in disk order "
-                   "before CMD; none: check the pack, prefetch nothing")
+                   "most --window queued (auto's choice under a bandwidth "
+                   "cap); sorted: in disk order before CMD (auto's under a "
+                   "request cap or a seeking disk); none: check the pack, "
+                   "prefetch nothing")
     p.add_argument("--verify", choices=("auto", "stat", "content"),
                    default="auto", help="stat: device, inode, size, mtime; "
                    "content: also the CRC-32 of each file's first 4 KiB (a "
@@ -422,7 +345,8 @@ def build_parser(prog=PROG):
                    "sorted 0)" % CHEAP_GAP)
     p.add_argument("--window", metavar="SIZE", type=size_bytes,
                    help="concurrent, planned: at most SIZE bytes (K, M, G) "
-                   "asked for and not yet read (default 1M)")
+                   "asked for and not yet read (default 1M; 8M for planned "
+                   "under a cap)")
     p.add_argument("--replay", metavar="PATH", help="the replayer (default: "
                    "replay/replay of the source tree, else pagetrace-replay)")
     p.add_argument("--report", metavar="FILE",
@@ -491,19 +415,8 @@ def prepare(args, command, started):
         return unusable(f"{packfile.escape(path)}: the pack is {age / 86400:.1f} "
                         f"days old, older than --max-age {args.max_age / 86400:g} "
                         "days: record it again (pagetrace pack, or --refine)")
-    mode, cap, plan = args.mode, None, None
     keep, skipped = check_files(pack)
-    if keep and mode != "none":
-        devices = {pack.files[i].dev for i in keep}
-        kind, why, cap = device_mode(devices, pack.request_us)
-        if mode == "auto":
-            mode = AUTO_MODE[kind]
-            if kind == "capped":
-                pack = packfile.parse_bytes(data, path)
-                plan = sorted_plan(pack, keep, *cap)
-                if bandwidth_bound(pack, keep, cap, plan):
-                    mode = "planned"
-        report["device"] = why
+    mode, cap, plan, pack = _choose_mode(args.mode, pack, data, path, keep, report)
     beside = mode in BESIDE_MODES
     verify = args.verify == "content" or (args.verify == "auto" and beside)
     if keep and verify and not beside:
@@ -553,6 +466,25 @@ def prepare(args, command, started):
     report["launch_s"] = time.perf_counter() - started
     report["pack_data"] = pack
     return report
+
+
+def _choose_mode(mode, pack, data, path, keep, report):
+    """(mode, cap, plan, pack) for the kept files: MODE unless auto, else
+    AUTO_MODE's for the device, or planned under a cap that the plan's
+    bytes reach first; the cap to plan for (device_mode); the sorted plan
+    when it was made for that choice (the pack then with its ranges)."""
+    cap = plan = None
+    if keep and mode != "none":
+        kind, report["device"], cap = device_mode({pack.files[i].dev for i in keep},
+                                                  pack.request_us)
+        if mode == "auto":
+            mode = AUTO_MODE[kind]
+            if kind == "capped":
+                pack = packfile.parse_bytes(data, path)
+                plan = sorted_plan(pack, keep, *cap)
+                if bandwidth_bound(pack, keep, cap, plan):
+                    mode = "planned"
+    return mode, cap, plan, pack
 
 
 def _plan(args, pack, keep, cap, report, plan=None):

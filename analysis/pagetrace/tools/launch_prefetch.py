@@ -92,7 +92,7 @@ def _read_back(request, buffer):
 
 def first_access_plan(pack, keep, gap, largest):
     """[(file, page, pages)]: the kept files' ranges merged and the gaps of
-    at most `gap` pages between them filled (launch.plan_ranges' plan for a
+    at most `gap` pages between them filled (launch_plan.plan_ranges' plan for a
     device whose requests cost), cut into requests of at most `largest`
     pages, in the order of the first access of the pack's ranges in them
     (a request holding none keeps its place after the one before it)."""
@@ -106,12 +106,13 @@ def first_access_plan(pack, keep, gap, largest):
             spans[-1][1] = max(spans[-1][1], r.page + r.pages - spans[-1][0])
         else:
             spans.append([r.page, r.pages])
-    requests = {}
+    requests, starts = {}, {}
     for file, spans in merged.items():
+        firsts = starts[file] = []   # in page order, as the spans are
         for start, pages in spans:
             for first in range(start, start + pages, largest):
                 requests[(file, first)] = min(largest, start + pages - first)
-    starts = {file: sorted(first for f, first in requests if f == file) for file in merged}
+                firsts.append(first)
     order = {}
     for index, r in enumerate(pack.ranges):
         if r.file in kept:
