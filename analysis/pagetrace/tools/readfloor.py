@@ -22,7 +22,9 @@ beyond each file's first one only add to it.
 Standard library only, like the rest of tools/: bench/bench_launch.py
 runs it under sudo.
 """
+import contextlib
 import os
+import stat
 import statistics
 import subprocess
 import sys
@@ -61,7 +63,7 @@ def readable_files(paths):
             st = os.stat(path)
         except OSError:
             continue
-        if path not in seen and st.st_size > 0 and (st.st_mode & 0o170000) == 0o100000:
+        if path not in seen and st.st_size > 0 and stat.S_ISREG(st.st_mode):
             seen.add(path)
             out.append(path)
     return out
@@ -70,12 +72,9 @@ def readable_files(paths):
 def _one(paths, cgroup):
     pagecache.evict_files(paths)
     before = cgroup.counts()[0] if cgroup else 0
-    argv = [sys.executable, "-I", "-S", "-c", _CHILD, *paths]
-    if cgroup:
-        with cgroup.spawning():
-            child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    else:
-        child = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    with cgroup.spawning() if cgroup else contextlib.nullcontext():
+        child = subprocess.Popen([sys.executable, "-I", "-S", "-c", _CHILD, *paths],
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = child.communicate(timeout=600)
     if child.returncode:
         last = err.decode("utf-8", "replace").strip().splitlines()
@@ -94,13 +93,8 @@ def measure(paths, limits=None, disks=(), repeats=3, settle=0.2):
     if not paths:
         raise FloorError("no file to read: none of them exists with a page")
     times, reads = [], None
-    if limits is None:
-        for _ in range(repeats):
-            time.sleep(settle)
-            seconds, reads = _one(paths, None)
-            times.append(seconds)
-        return statistics.median(times), reads
-    with throttle.Cgroup(limits, disks, "readfloor") as cgroup:
+    with (throttle.Cgroup(limits, disks, "readfloor") if limits
+          else contextlib.nullcontext()) as cgroup:
         for _ in range(repeats):
             time.sleep(settle)
             seconds, reads = _one(paths, cgroup)
