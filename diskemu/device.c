@@ -19,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "errmsg.h"
 #include "loopdev.h"
 
@@ -31,14 +32,6 @@
 static struct diskemu *daemon_of(void)
 {
 	return fuse_get_context()->private_data;
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
 static void sleep_until(double t)
@@ -93,7 +86,7 @@ static void log_request(struct diskemu *d, double arrival, uint64_t off,
 
 int diskemu_read(struct diskemu *d, char *buf, size_t size, uint64_t off)
 {
-	double arrival = now_s() - d->t0;
+	double arrival = monotonic_s() - d->t0;
 	struct drive_timing t;
 	ssize_t n;
 
@@ -373,7 +366,7 @@ int diskemu_serve(struct diskemu *d)
 		errmsg(d->fuse_dir, "%s", errmsg_strerror(errno));
 		return 1;
 	}
-	d->t0 = now_s();
+	d->t0 = monotonic_s();
 	f = fuse_start(d, &thread);
 	if (!f) {
 		rmdir(d->fuse_dir);

@@ -4,6 +4,7 @@
  * the files skipped. The words are the Python planner's
  * (pagetrace/tools/launch_files.py), which the tests hold both to. */
 #include "launch.h"
+#include "array.h"
 #include "escape.h"
 #include "mountinfo.h"
 
@@ -54,15 +55,8 @@ static int add_mount(const struct mount_entry *m, void *arg)
 {
 	struct devices *d = arg;
 
-	if (d->n == d->cap) {
-		size_t cap = d->cap ? d->cap * 2 : 64;
-		dev_t *grown = realloc(d->dev, cap * sizeof(*grown));
-
-		if (!grown)
-			return -1;
-		d->dev = grown;
-		d->cap = cap;
-	}
+	if (array_reserve(&d->dev, &d->cap, d->n + 1, sizeof(*d->dev)))
+		return -1;
 	d->dev[d->n++] = m->dev;
 	return 0;
 }

@@ -3,6 +3,7 @@
  * start in a grandchild, and execs CMD (its exit status is CMD's), in
  * about a millisecond: the launch's own time is on the start's path. */
 #include "launch.h"
+#include "clock.h"
 #include "errmsg.h"
 #include "escape.h"
 #include "size.h"
@@ -174,12 +175,11 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	return 0;
 }
 
-static double now_s(void)
+static int is_executable_file(const char *path)
 {
-	struct timespec ts;
+	struct stat st;
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+	return stat(path, &st) == 0 && S_ISREG(st.st_mode) && access(path, X_OK) == 0;
 }
 
 /* shutil.which: a path with a slash must be an executable file; a name is
@@ -188,18 +188,16 @@ static int command_exists(const char *name)
 {
 	const char *path = getenv("PATH");
 	char candidate[PATH_MAX];
-	struct stat st;
 
 	if (strchr(name, '/'))
-		return stat(name, &st) == 0 && S_ISREG(st.st_mode) && access(name, X_OK) == 0;
+		return is_executable_file(name);
 	if (!path)
 		path = "/usr/local/bin:/usr/bin:/bin";
 	while (*path) {
 		size_t len = strcspn(path, ":");
 
 		snprintf(candidate, sizeof(candidate), "%.*s/%s", (int)len, path, name);
-		if (len && stat(candidate, &st) == 0 && S_ISREG(st.st_mode) &&
-		    access(candidate, X_OK) == 0)
+		if (len && is_executable_file(candidate))
 			return 1;
 		path += len + (path[len] == ':');
 	}
@@ -291,6 +289,19 @@ static void exec_command(char **command)
 	exit(errno == ENOENT ? 127 : 126);
 }
 
+/* The one line that names the files not prefetched, if any. */
+static void say_skipped(const struct pack *pack, const struct skipped *s)
+{
+	char *line;
+
+	if (count_kept(s) == pack->n_files)
+		return;
+	line = skipped_line(pack, s);
+	if (line)
+		say("%s", line);
+	free(line);
+}
+
 /* Forked twice, so that the prefetch is nobody's zombie once CMD has
  * replaced this process and CMD starts without waiting for it. */
 static void start_beside(const struct pack *pack, struct skipped *s,
@@ -300,14 +311,9 @@ static void start_beside(const struct pack *pack, struct skipped *s,
 
 	if (child == 0) {
 		if (fork() == 0) {
-			if (verify)
+			if (verify) {
 				verify_content(pack, s);
-			if (verify && count_kept(s) < pack->n_files) {
-				char *line = skipped_line(pack, s);
-
-				if (line)
-					say("%s", line);
-				free(line);
+				say_skipped(pack, s);
 			}
 			if (count_kept(s))
 				prefetch(pack, s, window);
@@ -330,7 +336,7 @@ struct launch {
 
 static void finish(struct launch *l)
 {
-	l->report.launch_s = now_s() - l->started;
+	l->report.launch_s = monotonic_s() - l->started;
 	if (l->o.report && write_report(l->o.report, &l->report) != 0)
 		say("warning: --report %s: %s", l->o.report, strerror(errno));
 	exec_command(l->o.command);
@@ -397,7 +403,7 @@ int main(int argc, char **argv)
 	char *device = NULL;
 	int cut, verify, kept;
 
-	l.started = now_s();
+	l.started = monotonic_s();
 	errmsg_init(PROG);
 	for (cut = 1; cut < argc && strcmp(argv[cut], "--"); cut++)
 		;
@@ -441,14 +447,10 @@ int main(int argc, char **argv)
 			l.o.mode == MODE_NONE ? "none" : "concurrent";
 	verify = l.o.verify == VERIFY_CONTENT ||
 		 (l.o.verify == VERIFY_AUTO && l.o.mode == MODE_CONCURRENT);
-	if (count_kept(&l.skipped) < l.pack.n_files &&
-	    !(kept && l.o.mode == MODE_CONCURRENT && verify)) {
-		char *line = skipped_line(&l.pack, &l.skipped);
-
-		if (line)
-			say("%s", line);
-		free(line);
-	}
+	/* Beside the start with the content check, the prefetching child
+	 * says it, after the check. */
+	if (!(kept && l.o.mode == MODE_CONCURRENT && verify))
+		say_skipped(&l.pack, &l.skipped);
 	if (!kept || l.o.mode == MODE_NONE)
 		finish(&l);
 	if (!l.o.quiet)

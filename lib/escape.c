@@ -59,3 +59,29 @@ void unescape_octal(char *text)
 	}
 	*out = '\0';
 }
+
+int unescape_strict(char *text, size_t len, size_t *out_len)
+{
+	char *in = text, *end = text + len, *out = text;
+
+	for (char *p = in; p < end; p++)
+		if (*p == '\\' && (end - p < 4 || !is_octal(p[1]) ||
+				    !is_octal(p[2]) || !is_octal(p[3])))
+			return -1;
+	while (in < end) {
+		if (*in != '\\') {
+			*out++ = *in++;
+			continue;
+		}
+		if (in[1] > '3') {
+			*out_len = (size_t)(in - text);
+			return -2;
+		}
+		*out++ = (char)(((in[1] - '0') << 6) | ((in[2] - '0') << 3) |
+				(in[3] - '0'));
+		in += 4;
+	}
+	*out = '\0';
+	*out_len = (size_t)(out - text);
+	return 0;
+}

@@ -19,5 +19,12 @@ char *escape_string(const char *text);
 /* Undoes \ooo escapes (\000 to \377) in place, as mountinfo writes them;
  * a backslash not followed by three octal digits is kept as it is. */
 void unescape_octal(char *text);
+/* The strict undoing that the trace and pack formats ask for: the LEN
+ * bytes at TEXT, in place, NUL-terminated, *OUT_LEN their new length.
+ * Returns 0; -1 when a backslash anywhere is not followed by three octal
+ * digits (checked over the whole text first, the text left as it was);
+ * -2 when an escape is above \377, *OUT_LEN then its offset in TEXT (the
+ * escape's four bytes still there, the bytes before it undone). */
+int unescape_strict(char *text, size_t len, size_t *out_len);
 
 #endif

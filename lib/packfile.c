@@ -5,6 +5,8 @@
  * header keys. */
 #include "packfile.h"
 #include "array.h"
+#include "escape.h"
+#include "size.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -98,22 +100,9 @@ static int starts_with(struct span s, const char *prefix)
 }
 
 /* An unsigned decimal integer filling S; 0, or -1 (not digits, overflow). */
-static int parse_u64(struct span s, uint64_t *value)
+static int span_u64(struct span s, uint64_t *value)
 {
-	uint64_t v = 0;
-	size_t i;
-
-	if (!s.len)
-		return -1;
-	for (i = 0; i < s.len; i++) {
-		unsigned digit = (unsigned)(s.start[i] - '0');
-
-		if (digit > 9 || v > (UINT64_MAX - digit) / 10)
-			return -1;
-		v = v * 10 + digit;
-	}
-	*value = v;
-	return 0;
+	return parse_u64(s.start, s.len, value) ? -1 : 0;
 }
 
 /* The first 64 bytes of S quoted as the Python reader quotes them (its
@@ -138,41 +127,26 @@ static int unsigned_field(struct reader *rd, struct span s, const char *what,
 {
 	char q[160];
 
-	if (parse_u64(s, value) == 0)
+	if (span_u64(s, value) == 0)
 		return 0;
 	return refuse(rd, "line %zu: %s is not an unsigned 64-bit integer: %s",
 		      line_no, what, quoted(s, q, sizeof(q)));
-}
-
-static int is_octal(char c)
-{
-	return c >= '0' && c <= '7';
 }
 
 /* Undoes the \ooo escapes of S in place and NUL-terminates it; 0, or -1
  * with the reason (after PREFIX) in WHY. */
 static int unescape(struct reader *rd, struct span *s, const char *prefix)
 {
-	char *in = s->start, *end = s->start + s->len, *out = s->start;
+	size_t len;
 
-	for (char *p = in; p < end; p++)
-		if (*p == '\\' && (end - p < 4 || !is_octal(p[1]) ||
-				   !is_octal(p[2]) || !is_octal(p[3])))
-			return refuse(rd, "%sbackslash not followed by three octal digits",
-				      prefix);
-	while (in < end) {
-		if (*in != '\\') {
-			*out++ = *in++;
-			continue;
-		}
-		if (in[1] > '3')
-			return refuse(rd, "%sescape \\%.3s is above \\377", prefix, in + 1);
-		*out++ = (char)(((in[1] - '0') << 6) | ((in[2] - '0') << 3) |
-				(in[3] - '0'));
-		in += 4;
+	switch (unescape_strict(s->start, s->len, &len)) {
+	case -1:
+		return refuse(rd, "%sbackslash not followed by three octal digits", prefix);
+	case -2:
+		return refuse(rd, "%sescape \\%.3s is above \\377", prefix,
+			      s->start + len + 1);
 	}
-	*out = '\0';
-	s->len = (size_t)(out - s->start);
+	s->len = len;
 	return 0;
 }
 
@@ -202,8 +176,8 @@ static int parse_dev(struct span s, unsigned *major, unsigned *minor)
 	uint64_t a, b;
 
 	if (!colon ||
-	    parse_u64((struct span){s.start, (size_t)(colon - s.start)}, &a) ||
-	    parse_u64((struct span){colon + 1, s.len - (size_t)(colon - s.start) - 1}, &b) ||
+	    span_u64((struct span){s.start, (size_t)(colon - s.start)}, &a) ||
+	    span_u64((struct span){colon + 1, s.len - (size_t)(colon - s.start) - 1}, &b) ||
 	    a > 0xffffffffu || b > 0xffffffffu)
 		return -1;
 	*major = (unsigned)a;
@@ -365,7 +339,7 @@ static int request_us(struct reader *rd)
 		eq = memchr(item, '=', (size_t)(q - item));
 		if (!eq || parse_dev((struct span){item, (size_t)(eq - item)},
 				     &r.major, &r.minor) ||
-		    parse_u64((struct span){eq + 1, (size_t)(q - eq - 1)}, &r.us))
+		    span_u64((struct span){eq + 1, (size_t)(q - eq - 1)}, &r.us))
 			return refuse(rd, "request-us: %s is not MAJ:MIN=US",
 				      quoted((struct span){item, (size_t)(q - item)}, shown,
 					     sizeof(shown)));

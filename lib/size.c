@@ -35,3 +35,24 @@ int parse_size(const char *text, uint64_t *bytes)
 	*bytes = (uint64_t)value << shift;
 	return 0;
 }
+
+int parse_u64(const char *s, size_t len, uint64_t *value)
+{
+	uint64_t v = 0;
+	size_t i;
+
+	if (len == 0)
+		return -1;
+	for (i = 0; i < len; i++)
+		if (s[i] < '0' || s[i] > '9')
+			return -1;
+	for (i = 0; i < len; i++) {
+		unsigned digit = (unsigned)(s[i] - '0');
+
+		if (v > (UINT64_MAX - digit) / 10)
+			return -2;
+		v = v * 10 + digit;
+	}
+	*value = v;
+	return 0;
+}

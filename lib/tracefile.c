@@ -4,6 +4,7 @@
 
 #include "array.h"
 #include "escape.h"
+#include "size.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -38,56 +39,16 @@ static int is_blank(char c)
 	return c == ' ' || c == '\t';
 }
 
-static int is_octal(char c)
-{
-	return c >= '0' && c <= '7';
-}
-
-/* Parses an unsigned decimal integer of ASCII digits that fills the whole
- * field. Returns 0, -1 when it is not digits only, -2 when it overflows. */
-static int parse_u64(const char *s, size_t len, uint64_t *value)
-{
-	uint64_t v = 0;
-	size_t i;
-
-	if (len == 0)
-		return -1;
-	for (i = 0; i < len; i++)
-		if (s[i] < '0' || s[i] > '9')
-			return -1;
-	for (i = 0; i < len; i++) {
-		unsigned digit = (unsigned)(s[i] - '0');
-
-		if (v > (UINT64_MAX - digit) / 10)
-			return -2;
-		v = v * 10 + digit;
-	}
-	*value = v;
-	return 0;
-}
-
 /* Turns every \ooo in FIELD back into its byte, in place, and terminates
  * the result with NUL. Returns -1 on a backslash that is not followed by
  * three octal digits naming a byte (\000 to \377). */
 static int unescape_in_place(struct field *field)
 {
-	char *in = field->start, *end = field->start + field->len;
-	char *out = field->start;
+	size_t len;
 
-	while (in < end) {
-		if (*in != '\\') {
-			*out++ = *in++;
-			continue;
-		}
-		if (end - in < 4 || in[1] < '0' || in[1] > '3' ||
-		    !is_octal(in[2]) || !is_octal(in[3]))
-			return -1;
-		*out++ = (char)(((in[1] - '0') << 6) | ((in[2] - '0') << 3) |
-				(in[3] - '0'));
-		in += 4;
-	}
-	*out = '\0';
-	field->len = (size_t)(out - field->start);
+	if (unescape_strict(field->start, field->len, &len) < 0)
+		return -1;
+	field->len = len;
 	return 0;
 }
 

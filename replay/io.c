@@ -3,6 +3,7 @@
  * order; --timing holds each request until its trace time; a progress line
  * when stderr is a terminal. */
 #include "replay.h"
+#include "clock.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -57,14 +58,6 @@ struct worker {
 static uint64_t ns_of(const struct timespec *ts)
 {
 	return (uint64_t)ts->tv_sec * 1000000000ull + (uint64_t)ts->tv_nsec;
-}
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ns_of(&ts);
 }
 
 static uint64_t pages_of(const struct replay *r, const struct request *q)
@@ -282,7 +275,7 @@ static void wait_for_trace_time(struct worker *w, const struct request *q)
 	uint64_t offset_us = q->timestamp_us > run->first_timestamp_us ?
 		q->timestamp_us - run->first_timestamp_us : 0;
 	uint64_t deadline = ns_of(&run->start) + offset_us * 1000;
-	uint64_t now = now_ns();
+	uint64_t now = monotonic_ns();
 	struct timespec ts = {(time_t)(deadline / 1000000000ull),
 			      (long)(deadline % 1000000000ull)};
 
@@ -312,12 +305,12 @@ static void *worker_main(void *arg)
 
 		if (r->opt.timing)
 			wait_for_trace_time(w, q);
-		q->start_ns = now_ns() - ns_of(&run->start);
+		q->start_ns = monotonic_ns() - ns_of(&run->start);
 		if (r->opt.mode == MODE_PREFETCH)
 			prefetch_in_window(w, i);
 		else
 			read_request(w, q);
-		q->end_ns = now_ns() - ns_of(&run->start);
+		q->end_ns = monotonic_ns() - ns_of(&run->start);
 		atomic_fetch_add(&run->bytes, q->bytes_done);
 		atomic_fetch_add(&run->completed, 1);
 	}
@@ -327,7 +320,7 @@ static void *worker_main(void *arg)
 
 static void show_progress(struct run *run, int last)
 {
-	double elapsed = (double)(now_ns() - ns_of(&run->start)) / 1e9;
+	double elapsed = (double)(monotonic_ns() - ns_of(&run->start)) / 1e9;
 	double mib = (double)atomic_load(&run->bytes) / (1024.0 * 1024.0);
 
 	if (last) {
@@ -495,7 +488,7 @@ int run_requests(struct replay *r)
 		goto cleanup;
 	if (r->opt.mode == MODE_PREFETCH)
 		wait_for_prefetch(&run);
-	r->stats.elapsed_s = (double)(now_ns() - ns_of(&run.start)) / 1e9;
+	r->stats.elapsed_s = (double)(monotonic_ns() - ns_of(&run.start)) / 1e9;
 	collect_stats(r);
 	ret = 0;
 cleanup:

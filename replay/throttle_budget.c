@@ -20,19 +20,12 @@
 #include <sys/sysmacros.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "errmsg.h"
 
 /* Give up after this long: the device is slower than riops, and the
  * throttle never held a read back. */
-#define BUDGET_LIMIT_NS 1000000000LL
-
-static long long now_ns(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec * 1000000000LL + ts.tv_nsec;
-}
+#define BUDGET_LIMIT_NS 1000000000ull
 
 /* The largest read of a spending run: rbps / riops (so that both budgets
  * run out together) within one block and this. */
@@ -101,7 +94,7 @@ static int spend_on(const struct replay_file *f, const struct budget *b,
 {
 	char path[64];
 	void *buf = NULL;
-	long long start = now_ns();
+	uint64_t start = monotonic_ns();
 	uint64_t bytes = 0;
 	int fd, spent = 0;
 
@@ -114,7 +107,7 @@ static int spend_on(const struct replay_file *f, const struct budget *b,
 			close(fd);
 		return 0;
 	}
-	while (!spent && now_ns() - start < BUDGET_LIMIT_NS) {
+	while (!spent && monotonic_ns() - start < BUDGET_LIMIT_NS) {
 		ssize_t n = pread(fd, buf, b->size, 0);
 
 		if (n <= 0)
