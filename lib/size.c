@@ -2,6 +2,7 @@
 #include "size.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 static int suffix_shift(char c)
@@ -55,4 +56,23 @@ int parse_u64(const char *s, size_t len, uint64_t *value)
 	}
 	*value = v;
 	return 0;
+}
+
+const char *format_bytes(uint64_t bytes, char *buf, size_t len)
+{
+	static const char *const units[] = {"KiB", "MiB", "GiB"};
+	double value = (double)bytes;
+	size_t unit = 0;
+
+	if (bytes < 1024) {
+		snprintf(buf, len, "%llu bytes", (unsigned long long)bytes);
+		return buf;
+	}
+	value /= 1024.0;
+	while (value >= 1024.0 && unit + 1 < sizeof(units) / sizeof(units[0])) {
+		value /= 1024.0;
+		unit++;
+	}
+	snprintf(buf, len, "%.1f %s", value, units[unit]);
+	return buf;
 }

@@ -15,5 +15,10 @@ int parse_size(const char *text, uint64_t *bytes);
  * only, as an unsigned 64-bit integer. Returns 0, -1 when they are not
  * digits only (or none), -2 when the number does not fit. */
 int parse_u64(const char *s, size_t len, uint64_t *value);
+/* BYTES for a person to read: "512 bytes", "48.4 KiB", "3.7 MiB",
+ * "1842.1 GiB" (powers of 1024, one decimal, never more than GiB so that
+ * figures of one run compare at a glance). Writes at most LEN bytes to BUF
+ * and returns BUF. */
+const char *format_bytes(uint64_t bytes, char *buf, size_t len);
 
 #endif

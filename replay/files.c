@@ -110,12 +110,16 @@ static const char *file_type_name(mode_t mode)
 	return "is not a regular file";
 }
 
-/* Paths that lead nowhere count as missing; anything else as an error. */
+/* Paths that lead nowhere count as missing; files this process may not
+ * open (a sandbox's device node: EPERM even for root) as not readable,
+ * which is no error of the storage; anything else as an error. */
 static enum skip_reason open_error_reason(int err)
 {
 	if (err == ENOENT || err == ENOTDIR || err == ELOOP ||
 	    err == ENAMETOOLONG)
 		return SKIP_MISSING;
+	if (err == EPERM || err == EACCES)
+		return SKIP_NOT_READABLE;
 	return SKIP_IO_ERROR;
 }
 
@@ -124,7 +128,8 @@ static void skip_file(struct replay *r, struct replay_file *file,
 {
 	file->state = FILE_SKIPPED;
 	file->skip = reason;
-	skip_message(r, reason, 0, file->path, file->path_len, "%s", why);
+	skip_message(r, reason, 0, file->path, file->path_len, "%s%s",
+		     reason == SKIP_NOT_READABLE ? "not readable: " : "", why);
 }
 
 static int open_flags(const struct options *opt)

@@ -4,6 +4,7 @@
 #include "json.h"
 #include "tracefile.h"
 #include "escape.h"
+#include "size.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -20,6 +21,7 @@ static const char *const skip_names[SKIP_COUNT] = {
 	[SKIP_SPECIAL_PATH] = "special_path",
 	[SKIP_ODIRECT_REFUSED] = "odirect_refused",
 	[SKIP_IO_ERROR] = "io_error",
+	[SKIP_NOT_READABLE] = "not_readable",
 };
 
 static const char *order_name(enum replay_order order)
@@ -218,21 +220,22 @@ void print_summary(const struct replay *r)
 {
 	const struct replay_stats *s = &r->stats;
 	const char *tool = errmsg_tool();
+	char total[32], mean[32], distance[32];
 
 	fprintf(stderr, "%s: %s order, %s, %s up to %llu bytes, "
 		"queue depth %d\n", tool, order_name(r->opt.order),
 		mode_name(r->opt.mode),
 		r->opt.grouped ? "grouped" : "ungrouped",
 		(unsigned long long)max_request_bytes(r), r->opt.queue_depth);
-	fprintf(stderr, "%s: %llu requests, %llu bytes (%.1f MiB) from %llu "
-		"files in %.3f s: %.1f MiB/s\n", tool,
-		(unsigned long long)s->requests, (unsigned long long)s->bytes,
-		(double)s->bytes / (1024.0 * 1024.0),
+	fprintf(stderr, "%s: %llu requests, %s from %llu files in %.3f s: "
+		"%.1f MiB/s\n", tool, (unsigned long long)s->requests,
+		format_bytes(s->bytes, total, sizeof(total)),
 		(unsigned long long)s->files, s->elapsed_s, mib_per_s(s));
-	fprintf(stderr, "%s: mean request %.0f bytes, %llu seeks, seek "
-		"distance %llu bytes\n", tool, mean_request_bytes(s),
+	fprintf(stderr, "%s: mean request %s, %llu seeks, seek distance %s\n",
+		tool, format_bytes((uint64_t)(mean_request_bytes(s) + 0.5), mean,
+				   sizeof(mean)),
 		(unsigned long long)s->seeks,
-		(unsigned long long)s->seek_distance);
+		format_bytes(s->seek_distance, distance, sizeof(distance)));
 	if (r->opt.mode == MODE_PREFETCH)
 		fprintf(stderr, "%s: %llu requests already cached, not "
 			"prefetched\n", tool,

@@ -410,3 +410,43 @@ def test_v2_trace_written_back_reads_the_same(tmp_path, used_and_reads):
                         "lost=0 accessed=4 mapped=2")
     again = read_trace(out)
     assert again.astype(str).equals(full.astype(str))
+
+
+# Every state startup-bench knows, in its order: the most a chart shows.
+STATES = list(startup.STARTUP_STATES)
+
+
+def _runs_csv(path, states):
+    rows = ["run,state,iteration,status,elapsed_s,prefetch_s,total_s,"
+            "cold_fraction"]
+    for i in range(2):
+        for j, state in enumerate(states):
+            t = 0.05 + 0.01 * j + 0.002 * i
+            rows.append(f"{len(rows) - 1},{state},{i},ok,{t},,{t},")
+    path.write_text("\n".join(rows) + "\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("n", [1, 3, 7, 11])
+def test_startup_chart_labels_never_overlap(tmp_path, n):
+    # The demo's seven states once drew "prefetched-used" over
+    # "concurrent": at any number of states, the labels' boxes, as the
+    # renderer lays them out in the PNG written, do not intersect.
+    table = startup.startup_table(read_startup_runs(
+        _runs_csv(tmp_path / "runs.csv", STATES[:n])))
+    for fig in (plots.plot_startup(table),
+                plots.plot_startup_pair([table, table], ["a", "b"])):
+        png = tmp_path / "startup.png"
+        fig.savefig(png, dpi=110)
+        assert png.stat().st_size > 0
+        fig.set_dpi(110)
+        ax = fig.axes[0]
+        boxes = plots.label_boxes(fig, ax)
+        assert [t.get_text() for t in ax.get_xticklabels()] == STATES[:n]
+        assert len(boxes) == n
+        assert not plots.boxes_overlap(boxes), [
+            (t.get_text(), b) for t, b in zip(ax.get_xticklabels(), boxes)]
+        # Inside the picture, not cut off at its edges.
+        width, height = fig.canvas.get_width_height()
+        assert all(b.x0 >= 0 and b.x1 <= width and b.y0 >= 0
+                   for b in boxes)

@@ -26,7 +26,8 @@ JSON_KEYS = ["tool", "format", "trace", "order", "mode", "grouped",
              "seek_distance_bytes", "skipped", "used", "trace_records",
              "unused_pages", "throttle", "cgroup"]
 SKIP_KEYS = ["missing", "not_regular", "short_file", "malformed",
-             "bad_offset", "special_path", "odirect_refused", "io_error"]
+             "bad_offset", "special_path", "odirect_refused", "io_error",
+             "not_readable"]
 
 @pytest.fixture(scope="module", autouse=True)
 def built():
@@ -613,9 +614,10 @@ def test_json_has_exactly_the_documented_keys(fs, tmp_path):
 def test_summary_on_stderr(fs, tmp_path):
     result = run_replay([], trace_text(all_pages(fs.plain)), tmp_path)
     assert result.stdout == ""
-    assert re.search(r"replay: 1 requests, 1048576 bytes \(1\.0 MiB\) from 1 "
+    assert re.search(r"replay: 1 requests, 1\.0 MiB from 1 "
                      r"files in [\d.]+ s: [\d.]+ MiB/s", result.stderr)
-    assert "mean request 1048576 bytes, 0 seeks" in result.stderr
+    assert "mean request 1.0 MiB, 0 seeks, seek distance 0 bytes" in \
+        result.stderr
     assert "skipped pages: none" in result.stderr
 
 
@@ -862,6 +864,33 @@ def ramfs():
         with open(path, "wb") as f:
             f.write(os.urandom(5 * PAGE))
         yield path
+
+
+def test_not_readable_is_its_own_reason_said_once(fs, tmp_path):
+    # Root without CAP_DAC_OVERRIDE and CAP_DAC_READ_SEARCH may not open a
+    # mode 000 file: EACCES, as a sandbox's device node gives EPERM.
+    locked = os.path.join(fs.mnt, "locked")
+    loopimg.write_file(locked, 3 * PAGE, seed=9)
+    os.chmod(locked, 0)
+    try:
+        text = trace_text([(fs.plain, 0)] + all_pages(locked)
+                          + [(locked, 0)])
+        no_dac = ["setpriv", "--inh-caps=-dac_override,-dac_read_search",
+                  "--bounding-set=-dac_override,-dac_read_search"]
+        trace = tmp_path / "trace.log"
+        trace.write_bytes(text.encode("latin-1"))
+        result = subprocess.run([*no_dac, str(REPLAY), "--json", str(trace)],
+                                capture_output=True, text=True, timeout=60)
+    finally:
+        os.unlink(locked)
+    assert result.returncode == 0, result.stderr
+    out = json.loads(result.stdout)
+    assert out["skipped"]["not_readable"] == 4
+    assert out["skipped"]["io_error"] == 0
+    assert out["pages"] == 1
+    said = [line for line in result.stderr.splitlines() if locked in line]
+    assert said == [f"replay: {locked}: not readable: Permission denied"]
+    assert "skipped pages: 4 not_readable" in result.stderr
 
 
 def test_odirect_refused_suggests_buffered(fs, ramfs, tmp_path):

@@ -98,11 +98,14 @@ def add_compare(p):
 def add_export(p):
     p.add_argument("trace", help=TRACE_HELP + "; with --format, a pack "
                    "(pagetrace pack)")
-    p.add_argument("--format", choices=("nydus-prefetch", "file-list"),
+    p.add_argument("--format", choices=("nydus-prefetch", "file-list",
+                                        "perfetto"),
                    help="write the pack's list: Nydus's prefetch JSON (path "
-                   "and byte ranges) or one path a line (docs/pack-format.md)")
+                   "and byte ranges) or one path a line (docs/pack-format.md)"
+                   "; or, of a trace, a Perfetto timeline (.pftrace, for "
+                   "ui.perfetto.dev: docs/perfetto.md)")
     p.add_argument("-o", "--output", help="with --format: the file "
-                   "(default: stdout)")
+                   "(default: stdout; perfetto: required)")
     p.add_argument("--root", metavar="DIR", help="with --format: the image's "
                    "root was DIR when the pack was recorded; paths relative "
                    "to it, files outside it left out")
@@ -210,7 +213,8 @@ VERBS = {
                    add_export, {"memory": commands.export_memory},
                    parser_options=_examples("""  pagetrace export reads.log --fio reads.iolog
   pagetrace export app.pack --format nydus-prefetch -o prefetch.json
-  pagetrace export app.pack --format file-list --root /var/lib/rootfs""")),
+  pagetrace export app.pack --format file-list --root /var/lib/rootfs
+  pagetrace export reads.log --format perfetto -o reads.pftrace""")),
     "merge": Verb("union of several runs' traces, or their consensus",
                   add_merge,
                   {"memory": commands.merge_memory,

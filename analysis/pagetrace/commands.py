@@ -169,7 +169,7 @@ def _show_seeks(args, header, rows):
         json.dump([dict(zip(header, r)) for r in rows], sys.stdout, indent=1)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(text_table(header, rows))
+        sys.stdout.write(text_table(report.SEEK_HEADER_SHOWN, rows))
     return 0
 
 
@@ -202,6 +202,8 @@ def compare_memory(args):
 
 
 def export_memory(args):
+    if args.format == "perfetto":
+        return export_perfetto(args)
     if args.format:
         return export_pack_list(args)
     frame = _read(args.trace)
@@ -217,6 +219,31 @@ def export_memory(args):
             export.write_csv(frame, out)
     if args.parquet:
         export.write_parquet(frame, args.parquet)
+    return 0
+
+
+def export_perfetto(args):
+    """export TRACE --format perfetto -o FILE (analysis/perfetto.py). The
+    trace is read strictly: a timeline with holes would look whole."""
+    from pagetrace.analysis import perfetto
+    from pagetrace.core import tracefile
+    if not args.output:
+        complain("export: --format perfetto needs -o FILE.pftrace")
+        return 2
+    data = tracefile.load(args.trace)
+    if data and not data.endswith(b"\n"):
+        complain(f"export: {args.trace}: the last line has no end: the trace "
+                 "is truncated")
+        return 1
+    frame = trace_frame.parse_trace_bytes(data, source=args.trace,
+                                          strict=True)
+    try:
+        perfetto.schema()
+    except perfetto.PerfettoUnavailable as err:
+        complain(f"export: --format perfetto {err}")
+        return 1
+    with open(args.output, "wb") as out:
+        perfetto.write_perfetto(frame, out)
     return 0
 
 

@@ -461,12 +461,44 @@ def plot_startup(table, column="total_s"):
     high = table[f"{column}_high"].to_numpy() * 1e3
     # An unknown interval (one run) draws no error bar rather than a wrong one.
     error = np.vstack((np.nan_to_num(mean - low), np.nan_to_num(high - mean)))
-    fig, ax = _subplots((7, 4))
+    fig, ax = _subplots((_startup_width(len(table)), 4))
     ax.bar(list(table.index), mean, yerr=error, capsize=6, color="tab:blue")
     ax.set_ylabel(f"{column.removesuffix('_s')} time (ms), mean ± 95% CI")
     ax.set_title("start-up time per cache state")
-    fig.tight_layout()
+    legible_xticks(fig, ax)
     return fig
+
+
+def _startup_width(states):
+    """Inches: room for the bars of any number of states."""
+    return max(7.0, 0.6 * states + 2.0)
+
+
+def label_boxes(fig, ax):
+    """The x tick labels' boxes as drawn (display units), non-empty ones."""
+    renderer = fig.canvas.get_renderer()
+    return [t.get_window_extent(renderer) for t in ax.get_xticklabels()
+            if t.get_visible() and t.get_text()]
+
+
+def boxes_overlap(boxes):
+    """Whether any two boxes intersect."""
+    return any(a.overlaps(b) for i, a in enumerate(boxes)
+               for b in boxes[i + 1:])
+
+
+def legible_xticks(fig, ax):
+    """Lay the x tick labels out flat, then slanted, then upright: the
+    first way in which no two of them intersect (upright always fits, the
+    figure being wide enough for a label height per tick)."""
+    for rotation, align in ((0, "center"), (30, "right"), (90, "center")):
+        for label in ax.get_xticklabels():
+            label.set_rotation(rotation)
+            label.set_horizontalalignment(align)
+            label.set_rotation_mode("anchor" if rotation == 30 else "default")
+        fig.tight_layout()
+        if not boxes_overlap(label_boxes(fig, ax)):
+            return
 
 
 def plot_startup_pair(tables, labels, column="total_s"):
@@ -474,7 +506,7 @@ def plot_startup_pair(tables, labels, column="total_s"):
     on one axis: for each state present in either, run A's bar then B's."""
     states = [s for s in dict.fromkeys(list(tables[0].index) +
                                        list(tables[1].index))]
-    fig, ax = _subplots((8, 4.2))
+    fig, ax = _subplots((_startup_width(len(states)) + 1, 4.2))
     x = np.arange(len(states))
     width = 0.38
     for i, (table, label, colour) in enumerate(
@@ -491,7 +523,7 @@ def plot_startup_pair(tables, labels, column="total_s"):
     ax.set_ylabel(f"{column.removesuffix('_s')} time (ms), mean ± 95% CI")
     ax.set_title("start-up time per cache state")
     ax.legend(fontsize="small")
-    fig.tight_layout()
+    legible_xticks(fig, ax)
     return fig
 
 

@@ -14,7 +14,7 @@ import os
 from pagetrace.analysis import (metrics, model, plots,
                                 startup_table as startup, waste)
 from pagetrace.core.escape import escape
-from pagetrace.core.tables import html_table, markdown_table
+from pagetrace.core.tables import Bytes, html_table, markdown_table
 from pagetrace.analysis.formats import (read_plan, read_replay_json,
                                         read_startup_runs)
 from pagetrace.analysis.trace_frame import read_trace
@@ -52,11 +52,17 @@ def per_file_rows(frame, limit=None):
     return header, rows
 
 
+# The distance is a Bytes: KiB/MiB/GiB in a table, bytes in JSON (the
+# column keeps its name for --json readers).
+SEEK_HEADER = ["space", "order", "requests", "seeks", "seek distance (bytes)",
+               "HDD model (ms)", "SSD model (ms)"]
+SEEK_HEADER_SHOWN = [h.replace(" (bytes)", "") for h in SEEK_HEADER]
+
+
 def seek_rows(frame, plan=None, hdd=None, ssd=None):
     """Seeks and modelled time, original against sorted: in file-offset
     space from the trace, and on disk from the plan if there is one."""
-    header = ["space", "order", "requests", "seeks", "seek distance (bytes)",
-              "HDD model (ms)", "SSD model (ms)"]
+    header = SEEK_HEADER
     spaces = [("file offsets", metrics.trace_seek_report(frame),
                model.predict_trace(frame, hdd, ssd))]
     if plan is not None:
@@ -67,7 +73,7 @@ def seek_rows(frame, plan=None, hdd=None, ssd=None):
         for order in ("original", "sorted"):
             s = report[order]
             rows.append([space, order, s["requests"], s["seeks"],
-                         s["seek_distance_bytes"],
+                         Bytes(s["seek_distance_bytes"]),
                          predicted[order]["hdd_s"] * 1e3,
                          predicted[order]["ssd_s"] * 1e3])
     return header, rows
@@ -77,7 +83,7 @@ def replay_rows(runs):
     header = ["run", "order", "requests", "bytes", "seeks", "elapsed (ms)",
               "MiB/s"]
     rows = [[os.path.basename(r["source"]), r["order"], r["requests"],
-             r["bytes"], r.get("seeks", 0), r["elapsed_s"] * 1e3,
+             Bytes(r["bytes"]), r.get("seeks", 0), r["elapsed_s"] * 1e3,
              r.get("mib_per_s", math.nan)] for r in runs]
     return header, rows
 
@@ -168,6 +174,17 @@ class Page:
                          (f"<p class=\"sub\">{html.escape(note)}</p>"
                           if note else "") + html_table(header, rows))
 
+    def paragraph(self, name, text, href=None, link_text=None):
+        """A section of one sentence, with a link (a file beside the
+        report) in it where given."""
+        link_md = f"[{link_text}]({href})" if href else ""
+        link_html = (f"<a href=\"{html.escape(href)}\">"
+                     f"{html.escape(link_text)}</a>") if href else ""
+        self.markdown.append(f"\n## {name}\n\n"
+                             + text.format(link=link_md) + "\n")
+        self.body.append(f"<h2>{html.escape(name)}</h2><p>"
+                         + html.escape(text).format(link=link_html) + "</p>")
+
     def figure(self, out_dir, name, stem, fig):
         self.written += plots.save_figure(fig, os.path.join(out_dir, stem))
         self.markdown.append(f"\n## {name}\n\n![{name}]({stem}.svg)\n")
@@ -199,6 +216,32 @@ def trace_subtitle(frame):
     return "; ".join(parts)
 
 
+TIMELINE = "timeline.pftrace"
+
+
+def timeline(page, frame, out_dir):
+    """The trace as a Perfetto timeline beside the report, and a section
+    linking to it; without the perfetto package, a section saying how to
+    get it. Returns the paths written."""
+    from pagetrace.analysis import perfetto
+    name = "Timeline in Perfetto"
+    try:
+        perfetto.schema()
+    except perfetto.PerfettoUnavailable:
+        page.paragraph(name, "No timeline: pagetrace export --format "
+                       "perfetto needs the perfetto package (pip install "
+                       "'pagetrace[perfetto]').")
+        return []
+    path = os.path.join(out_dir, TIMELINE)
+    with open(path, "wb") as out:
+        perfetto.write_perfetto(frame, out)
+    page.paragraph(name, "Every read request, access and map of the trace "
+                   "on a track per thread: {link}, to open at "
+                   "https://ui.perfetto.dev (docs/perfetto.md).",
+                   href=TIMELINE, link_text=TIMELINE)
+    return [path]
+
+
 def build_report(trace_path, out_dir, plan_path=None, replay_paths=(),
                  startup_path=None):
     """Write `out_dir`/index.html (images embedded, no other file needed),
@@ -217,6 +260,7 @@ def build_report(trace_path, out_dir, plan_path=None, replay_paths=(),
                            os.path.basename(str(startup_path or ""))))
     page.figure(out_dir, "Which files, when", "waterfall",
                 plots.plot_waterfall(frame))
+    written = timeline(page, frame, out_dir)
     if runs is not None:
         table = startup.startup_table(runs)
         page.figure(out_dir, "Start-up time", "startup",
@@ -239,7 +283,8 @@ def build_report(trace_path, out_dir, plan_path=None, replay_paths=(),
                    *startup_rows(table))
     if replays:
         page.table("Replay runs", *replay_rows(replays))
-    page.table("Seeks and modelled time", *seek_rows(frame, plan))
+    page.table("Seeks and modelled time", SEEK_HEADER_SHOWN,
+               seek_rows(frame, plan)[1])
     totals = metrics.totals(metrics.read_records(frame))
     page.table("Totals", ["pages", "bytes", "files", "duration (ms)"],
                [[totals["pages"], totals["bytes"], totals["files"],
@@ -248,8 +293,8 @@ def build_report(trace_path, out_dir, plan_path=None, replay_paths=(),
     page.table("Files (most pages first, top 30)",
                *per_file_rows(frame, limit=30),
                note=f"All {len(rows):,} files: files.csv.")
-    written = [write_csv_table(os.path.join(out_dir, "files.csv"),
-                               header, rows)]
+    written.append(write_csv_table(os.path.join(out_dir, "files.csv"),
+                                   header, rows))
     if replays:
         page.table("Appendix: cost model fitted to the replay runs",
                    *fit_rows(replays),

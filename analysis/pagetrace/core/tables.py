@@ -5,7 +5,27 @@ import html
 import math
 
 
+class Bytes(int):
+    """A byte count: an int everywhere (JSON, arithmetic), shown in a
+    table in KiB, MiB or GiB, as replay's summary shows it."""
+
+
+def human_bytes(n):
+    """N bytes for a person: '512 bytes', '48.4 KiB', '1842.1 GiB' (powers
+    of 1024, at most GiB, as lib/size.c format_bytes)."""
+    if n < 1024:
+        return f"{n} bytes"
+    value = n / 1024
+    for unit in ("KiB", "MiB"):
+        if value < 1024:
+            return f"{value:.1f} {unit}"
+        value /= 1024
+    return f"{value:.1f} GiB"
+
+
 def _cell(value):
+    if isinstance(value, Bytes):
+        return human_bytes(int(value))
     if isinstance(value, float):
         if math.isnan(value):
             return "n/a"

@@ -378,8 +378,8 @@ def seek_rows(con, runs, plan=None, hdd=None, ssd=None):
     """report.seek_rows of one run: file-offset space out of core, the
     replay plan (one row per request, already in memory) as there."""
     from pagetrace.analysis import metrics, model
-    header = ["space", "order", "requests", "seeks", "seek distance (bytes)",
-              "HDD model (ms)", "SSD model (ms)"]
+    from pagetrace.analysis.report import SEEK_HEADER as header
+    from pagetrace.core.tables import Bytes
     trace = seek_report(con, runs, hdd, ssd)
     spaces = [("file offsets", trace, trace)]
     if plan is not None:
@@ -387,7 +387,7 @@ def seek_rows(con, runs, plan=None, hdd=None, ssd=None):
                        model.predict_plan(plan, hdd, ssd)))
     return header, [[space, order, seeks[order]["requests"],
                      seeks[order]["seeks"],
-                     seeks[order]["seek_distance_bytes"],
+                     Bytes(seeks[order]["seek_distance_bytes"]),
                      times[order]["hdd_s"] * 1e3, times[order]["ssd_s"] * 1e3]
                     for space, seeks, times in spaces
                     for order in ("original", "sorted")]
