@@ -20,7 +20,7 @@ import time
 import pytest
 
 from conftest import REPO, require_root
-from pagecache_util import PAGE, cached_since_eviction
+from pagecache_util import PAGE, cached_since_eviction, resident_pages
 
 BENCH = os.path.join(REPO, "scripts", "startup-bench")
 STARTUP_APP = os.path.join(REPO, "samples", ".output", "startup-app")
@@ -869,16 +869,22 @@ def test_prefetch_gains_against_known_numbers(tmp_path):
     assert "best prefetch state: prefetched-used, recovers 77% of the I/O cost" in text
 
 
-def test_gain_interval_not_bounded_when_the_io_cost_is_not_clear(tmp_path):
-    """selective - hot of +0.5, -0.4 and +0.1 s is not different from 0:
-    no bounded interval for the share recovered, and the text says so."""
-    runs = tmp_path / "unclear.csv"
+def selective_hot_prefetched(runs, iterations):
+    """A runs CSV of (selective, hot, prefetched total) per iteration."""
     rows = ["run,state,iteration,status,elapsed_s,prefetch_s,total_s,cold_fraction"]
-    for i, (sel, hot, pre) in enumerate([(1.5, 1.0, 1.2), (1.0, 1.4, 1.1), (1.2, 1.1, 1.0)]):
+    for i, (sel, hot, pre) in enumerate(iterations):
         rows += [f"{3 * i},selective,{i},ok,{sel},,{sel},1.0",
                  f"{3 * i + 1},hot,{i},ok,{hot},,{hot},",
                  f"{3 * i + 2},prefetched,{i},ok,{pre - 0.1},0.1,{pre},1.0"]
     runs.write_text("\n".join(rows) + "\n")
+    return runs
+
+
+def test_gain_interval_not_bounded_when_the_io_cost_is_not_clear(tmp_path):
+    """selective - hot of +0.5, -0.4 and +0.1 s is not different from 0:
+    no bounded interval for the share recovered, and the text says so."""
+    runs = selective_hot_prefetched(tmp_path / "unclear.csv", [
+        (1.5, 1.0, 1.2), (1.0, 1.4, 1.1), (1.2, 1.1, 1.0)])
     done = subprocess.run([BENCH, "--summarize", str(runs), "--json"],
                           capture_output=True, text=True, timeout=30)
     gain = json.loads(done.stdout)["comparisons"]["prefetch_gains"]["prefetched"]
@@ -886,7 +892,46 @@ def test_gain_interval_not_bounded_when_the_io_cost_is_not_clear(tmp_path):
     assert gain["recovered_ci95_low"] is None and gain["recovered_ci95_high"] is None
     text = subprocess.run([BENCH, "--summarize", str(runs)], capture_output=True,
                           text=True, timeout=30).stdout
-    assert "recovers 200% of the I/O cost (95% CI not bounded)" in text
+    # A cost within the noise of a hot start gives no recovery figure, loudly.
+    assert "recovers" not in text
+    assert "; no recovery figure: the I/O cost is within the noise, 3 paired" in text
+    [warning] = [line for line in text.splitlines() if line.startswith("WARNING")]
+    assert "the I/O cost is within the noise of a hot start" in warning
+    assert "sudo pagetrace trace --drop-caches --used" in warning
+
+
+def test_a_clear_io_cost_gives_its_recovery_figure(tmp_path):
+    """The same runs with selective 1 s slower than hot: no warning."""
+    runs = selective_hot_prefetched(tmp_path / "clear.csv", [
+        (2.5, 1.0, 1.2), (2.4, 1.4, 1.5), (2.2, 1.1, 1.3)])
+    text = subprocess.run([BENCH, "--summarize", str(runs)], capture_output=True,
+                          text=True, timeout=30).stdout
+    assert "WARNING" not in text and "of the I/O cost (95% CI " in text
+
+
+def test_pack_files_are_made_cold_too(workload, tmp_path):
+    """startup --pack: a file of the pack that the trace lacks (a warm
+    trace misses what was cached) is evicted for the cold states too."""
+    sys.path.insert(0, os.path.join(REPO, "analysis"))
+    from pagetrace.core import packfile
+    scratch = workload.scratch("pack")
+    extra = os.path.join(scratch, "only-in-pack")
+    with open(extra, "wb") as f:
+        f.write(os.urandom(16 * PAGE))
+    with open(extra, "rb") as f:
+        f.read()
+    assert len(resident_pages(extra)) == 16, "not cached: no test"
+    pack = os.path.join(scratch, "app.pack")
+    packfile.write(packfile.Pack(1, 4096, int(time.time()), "app", 1, 0,
+                                 [packfile.identify(extra)],
+                                 [packfile.PackRange(0, 0, 16, 0)]), pack)
+    out = os.path.join(scratch, "runs.csv")
+    done = bench("--trace", workload.trace, "--pack", pack, "-n", "1",
+                 "--states", "selective", "--csv", out,
+                 "--replay", workload.fake_replay, command=workload.command)
+    assert done.returncode == 0, done.stderr
+    # The command never reads it: cached before, cold after the run.
+    assert resident_pages(extra) == set()
 
 
 # ---------------------------------------------------------------------------

@@ -36,6 +36,7 @@ static struct options {
 	pid_t pid;		/* -p */
 	const char *command;	/* -c */
 	bool files;		/* --files */
+	bool drop_caches;	/* --drop-caches (-c) */
 	bool json;
 	bool verbose;
 	struct interval_args every;	/* [INTERVAL [COUNT]] */
@@ -63,18 +64,21 @@ static const char doc[] =
 "  sudo pagetrace-cachetop --files 5          # top files, every 5 s\n"
 "  sudo pagetrace-cachetop -p 1234 1 10       # one process, 10 s\n"
 "  sudo pagetrace-cachetop -j -c 'make -j2'   # one JSON object when make ends\n"
+"  sudo pagetrace-cachetop --drop-caches -j -c ./app   # a cold start's hits\n"
 "\n"
 "Exit status with -c: CMD's (128+N if killed by signal N); 1 if cachetop\n"
 "itself failed; 2 for bad usage.\n"
 "\n"
 "OPTIONS:";
 
-enum { OPT_FILES = 0x100 };
+enum { OPT_FILES = 0x100, OPT_DROP_CACHES };
 
 static const struct argp_option argp_options[] = {
 	{ "pid", 'p', "PID", 0, "Only this process (all its threads) and its children", 0 },
 	{ "command", 'c', "CMD", 0, "Run CMD with /bin/sh -c; report it and its descendants when it exits", 0 },
 	{ "files", OPT_FILES, NULL, 0, "Rows per file instead of per process", 0 },
+	{ "drop-caches", OPT_DROP_CACHES, NULL, 0, "With -c: sync and drop the page cache before "
+	  "starting CMD (a cold start)", 0 },
 	{ "json", 'j', NULL, 0, "JSON: one object per interval (one line each), or one for -c", 0 },
 	{ "verbose", 'v', NULL, 0, "Show libbpf's messages", 0 },
 	{},
@@ -93,6 +97,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		break;
 	case 'c': opts.command = arg; break;
 	case OPT_FILES: opts.files = true; break;
+	case OPT_DROP_CACHES: opts.drop_caches = true; break;
 	case 'j': opts.json = true; break;
 	case 'v': opts.verbose = true; break;
 	case ARGP_KEY_ARG:
@@ -108,6 +113,8 @@ static int check_options(void)
 {
 	if (opts.pid && opts.command)
 		return errmsg(NULL, "-p and -c are exclusive"), -1;
+	if (opts.drop_caches && !opts.command)
+		return errmsg(NULL, "--drop-caches needs -c: it empties the cache before CMD"), -1;
 	if (opts.command && opts.every.given)
 		return errmsg(NULL, "INTERVAL and COUNT do not apply with -c: it reports once, "
 			      "when CMD exits"), -1;
@@ -404,7 +411,8 @@ static int check_command(const char *command)
 
 static int run_command(struct cache_bpf *skel, struct ring_buffer *rb)
 {
-	struct command_spec spec = { .shell_command = opts.command, .stdout_to_stderr = true };
+	struct command_spec spec = { .shell_command = opts.command, .stdout_to_stderr = true,
+				     .drop_caches = opts.drop_caches };
 	__u64 totals[NR_CACHE_COUNTERS];
 	int status = 0, exit_code;
 	pid_t child = start_gated_command(&spec, mark_thread_traced, skel->maps.traced_tids);

@@ -11,9 +11,14 @@ struct command_spec {
 	char **argv;			/* run directly (execvp) */
 	const char *user;		/* run as (NULL: the sudo caller, else us) */
 	bool stdout_to_stderr;		/* the tool's output owns stdout */
+	bool drop_caches;		/* --drop-caches: start from a cold page cache */
 };
 
-/* Fork, call @mark(@ctx, child) while the child waits, then let it exec. */
+/*
+ * Fork, call @mark(@ctx, child) while the child waits, then let it exec:
+ * with @spec->drop_caches, after sync and an emptied page cache, so that
+ * everything the command reads comes from storage.
+ */
 pid_t start_gated_command(const struct command_spec *spec,
 			  int (*mark)(void *ctx, pid_t child), void *ctx);
 /* -p: call @mark(@ctx, tid) for every thread of @pid; -1 (said) if there is none. */

@@ -52,7 +52,10 @@ static pid_t start_command(struct trace_bpf *skel)
 		.user = opts.user,
 		/* The trace owns stdout: the command's own output goes to stderr. */
 		.stdout_to_stderr = !opts.output,
+		.drop_caches = opts.drop_caches,
 	};
+
+	note_program(opts.command ? "/bin/sh" : opts.argv[0]);
 
 	return start_gated_command(&spec, mark_thread_traced, skel->maps.traced_tids);
 }

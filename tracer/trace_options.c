@@ -38,6 +38,7 @@ static const char doc[] =
 "  sudo trace -p 1234 -d 10 > reads.log            # a running process, 10 s\n"
 "  sudo trace -a -d 5 > system.log                 # every process, 5 s\n"
 "  sudo trace --used -o used.log -- ./app  # + first access of every page\n"
+"  sudo trace --drop-caches --used -x -o cold.log -- ./app  # a cold start\n"
 "\n"
 "When the trace goes to stdout, the command's stdout is sent to stderr so\n"
 "that the two never mix; with -o the command's stdout is left alone.\n"
@@ -59,6 +60,7 @@ enum {
 	OPT_PAGE_STATES,
 	OPT_USER,
 	OPT_NAMES_KEPT,
+	OPT_DROP_CACHES,
 };
 
 static const struct argp_option argp_options[] = {
@@ -70,6 +72,8 @@ static const struct argp_option argp_options[] = {
 	{ "extra", 'x', NULL, 0, "Add the columns pid tid comm cause dev ino", 0 },
 	{ "used", OPT_USED, NULL, 0, "Also record the first access of every page and the pages "
 	  "fault-around mapped (format version 2: kinds read, access, map)", 0 },
+	{ "drop-caches", OPT_DROP_CACHES, NULL, 0, "Before starting CMD: sync and drop the page "
+	  "cache, so that the trace is of a cold start (needs root)", 0 },
 	{ "user", OPT_USER, "USER", 0, "Run CMD as USER (default under sudo: the invoking user)", 0 },
 	{ "duration", 'd', "SECONDS", 0, "Stop after SECONDS (needed with -a unless -c is given)", 0 },
 	{ "allow-lost", OPT_ALLOW_LOST, NULL, 0, "Exit 0 even if events were lost (they are still reported)", 0 },
@@ -106,6 +110,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case OPT_BTF: opts.btf_path = arg; break;
 	case OPT_NO_BPF_LOOP: opts.no_bpf_loop = true; break;
 	case OPT_USED: opts.used = true; break;
+	case OPT_DROP_CACHES: opts.drop_caches = true; break;
 	case OPT_NAMES_KEPT:
 		if (parse_size(arg, &size) || size < 1 || size > (1UL << 30))
 			argp_error(state, "--names-kept must be from 1 to 1G: %s", arg);
@@ -169,6 +174,9 @@ static int check_options(void)
 		return errmsg(NULL, "--no-children makes no sense with -a"), -1;
 	if (opts.all && !targets && opts.duration == 0)
 		errmsg(NULL, "tracing every process until Ctrl-C (or give -d SECONDS)");
+	if (opts.drop_caches && !(opts.command || opts.argv))
+		return errmsg(NULL, "--drop-caches needs a command to start (-c or --): "
+			      "what already runs has its pages"), -1;
 	if (opts.user && !(opts.command || opts.argv))
 		return errmsg(NULL, "--user only applies to a command run by trace"), -1;
 	return 0;

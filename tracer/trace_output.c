@@ -13,6 +13,10 @@
 #include <unistd.h>
 #include <fcntl.h>
 #include <time.h>
+#include <limits.h>
+#include <sys/stat.h>
+#include <sys/statfs.h>
+#include <sys/sysmacros.h>
 #include <sys/utsname.h>
 #include "paths.h"
 #include "trace.h"
@@ -180,6 +184,9 @@ static void write_pages(const struct pages_event *e)
 		putc('\n', run.out);
 	}
 	run.pages += e->nr_pages;
+	if (run.program_known && e->file.dev == run.program_dev &&
+	    e->file.ino == run.program_ino)
+		run.program_read = true;
 	if (metadata)
 		run.metadata_pages += e->nr_pages;
 	run.end_mono_ns = e->ts_ns;
@@ -245,6 +252,70 @@ void write_trailer(const struct lost_counts *lost, unsigned long long duration_u
 	fflush(run.out);
 }
 
+/* Filesystems whose inodes' s_dev is the st_dev stat() gives. */
+static bool plain_block_fs(const char *path)
+{
+	struct statfs fs;
+
+	return statfs(path, &fs) == 0 &&
+	       (fs.f_type == 0xEF53 /* ext2/3/4 */ || fs.f_type == 0x58465342 /* xfs */ ||
+		fs.f_type == (__typeof__(fs.f_type))0xF2F52010 /* f2fs */);
+}
+
+/* The file execvp() would run for NAME; false when not found. */
+static bool find_program(const char *name, char *path, size_t len)
+{
+	const char *dirs = getenv("PATH"), *end;
+
+	if (strchr(name, '/'))
+		return snprintf(path, len, "%s", name) < (int)len;
+	for (dirs = dirs ? dirs : "/usr/bin:/bin"; *dirs; dirs = *end ? end + 1 : end) {
+		end = strchrnul(dirs, ':');
+		if (snprintf(path, len, "%.*s/%s", (int)(end - dirs), dirs, name) < (int)len &&
+		    access(path, X_OK) == 0)
+			return true;
+	}
+	return false;
+}
+
+void note_program(const char *name)
+{
+	char path[PATH_MAX];
+	struct stat st;
+
+	if (!find_program(name, path, sizeof(path)) || stat(path, &st) ||
+	    !S_ISREG(st.st_mode) || !plain_block_fs(path))
+		return;
+	run.program_dev = major(st.st_dev) << 20 | minor(st.st_dev);
+	run.program_ino = st.st_ino;
+	run.program_known = true;
+}
+
+/*
+ * A warm start says so. With --used, a page accessed but never read was a
+ * cache hit, and at least accessed - pages of the accesses were (each read
+ * page can account for one access at most): most of them is warm. Without,
+ * the program trace started had none of its pages read: it was cached.
+ */
+static void say_if_warm(void)
+{
+	unsigned long long file_pages = run.pages - run.metadata_pages;
+	bool hits = opts.used && run.accessed > 0 &&
+		    run.accessed > file_pages && (run.accessed - file_pages) * 2 > run.accessed;
+
+	if (!hits && !(run.program_known && !run.program_read))
+		return;
+	if (hits)
+		fprintf(stderr, "%s: warm: at least %llu of %llu accesses (%.0f%%) were cache hits",
+			TOOL, run.accessed - file_pages, run.accessed,
+			100.0 * (run.accessed - file_pages) / run.accessed);
+	else
+		fprintf(stderr, "%s: warm: the program started was already cached (none of its "
+			"pages read)", TOOL);
+	fprintf(stderr, "; trace a cold start with: sudo pagetrace trace --drop-caches%s%s ...\n",
+		opts.used ? " --used" : "", opts.extra ? " -x" : "");
+}
+
 void report(const struct lost_counts *lost, unsigned long long duration_us)
 {
 	double seconds = duration_us / 1e6;
@@ -262,6 +333,7 @@ void report(const struct lost_counts *lost, unsigned long long duration_us)
 		"%.0f events/s, %llu lost\n", TOOL, run.pages, run.metadata_pages,
 		run.pages * (double)run.page_size / (1 << 20), files.files_read,
 		seconds, seconds > 0 ? run.bios / seconds : 0.0, lost->total);
+	say_if_warm();
 	if (files.forgotten)
 		fprintf(stderr, "%s: %llu file names not used lately were forgotten to bound memory "
 			"(the kernel sent again those read later); nothing lost\n", TOOL,

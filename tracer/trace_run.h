@@ -40,6 +40,7 @@ struct options {
 	enum attach_mode attach;
 	bool no_bpf_loop;	/* test the pre-5.17 walk on any kernel */
 	bool used;		/* --used: format 2, access and map records */
+	bool drop_caches;	/* --drop-caches: the command starts cold */
 	unsigned long page_states;	/* --page-states: entries of 64 pages, 0 = default */
 };
 
@@ -52,6 +53,11 @@ struct run_state {
 	unsigned long long pages, bios;
 	unsigned long long metadata_pages;	/* of pages: metadata records */
 	unsigned long long accessed, mapped;	/* --used: access and map records */
+	/* The program trace starts (argv[0] on PATH, or /bin/sh for -c), as
+	 * the tracer's file ids say it; whether a record read from it. */
+	__u32 program_dev;
+	unsigned long long program_ino;
+	bool program_known, program_read;
 	long page_size;
 	bool write_failed;
 	const char *attach_name;
@@ -72,6 +78,8 @@ int parse_options(int argc, char **argv);
 /* trace_output.c */
 unsigned long long clock_ns(clockid_t clock);
 void measure_clock_offset(void);
+/* The program trace starts, NAME as execvp() takes it: for the warm line. */
+void note_program(const char *name);
 int open_output(void);
 void write_header(FILE *out);
 int handle_event(void *ctx, void *data, size_t size);

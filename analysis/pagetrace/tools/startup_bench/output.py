@@ -69,15 +69,33 @@ def print_summary(summary, compared, notes, out):
     if compared.get("selective_minus_hot_s") is not None:
         print(f"I/O cost (selective - hot): {compared['selective_minus_hot_s']:.3f} s",
               file=out)
+    if any(in_noise(g) for g in compared.get("prefetch_gains", {}).values()):
+        print(NOISE_WARNING, file=out)
     for state, gain in compared.get("prefetch_gains", {}).items():
         print(gain_text(state, gain), file=out)
     best = compared.get("best_prefetch_state")
-    if best:
+    if best and not in_noise(compared["prefetch_gains"][best]):
         print(f"best prefetch state: {best}, recovers "
               f"{_percent_text(compared['prefetch_gains'][best]['recovered_fraction'])} "
               "of the I/O cost", file=out)
     for note in notes:
         print(note, file=out)
+
+
+NOISE_WARNING = (
+    "WARNING: the I/O cost is within the noise of a hot start (selective is "
+    "not significantly slower than hot): its cold states were not cold, or "
+    "the trace holds too little of the start; no recovery figure. Trace a "
+    "cold start (sudo pagetrace trace --drop-caches --used -x -o reads.log "
+    "-- CMD) and give it as --trace")
+
+
+def in_noise(gain):
+    """Paired iterations, and no bounded interval for the share of the I/O
+    cost recovered: by Fieller's rule, the I/O cost (its denominator) is
+    not significantly different from 0."""
+    return gain["recovered_iterations"] >= 2 and gain["recovered_fraction"] \
+        is not None and gain["recovered_ci95_low"] is None
 
 
 def _percent_text(fraction):
@@ -101,7 +119,9 @@ def gain_text(state, gain):
         f"{change:+.1f}% (" + _interval_text(gain["vs_selective_ci95_low_percent"],
                                              gain["vs_selective_ci95_high_percent"],
                                              "+.1f") + ")")
-    if gain["recovered_iterations"]:
+    if in_noise(gain):
+        text += "; no recovery figure: the I/O cost is within the noise"
+    elif gain["recovered_iterations"]:
         low, high = gain["recovered_ci95_low"], gain["recovered_ci95_high"]
         text += (f"; recovers {_percent_text(gain['recovered_fraction'])} of the "
                  "I/O cost (" + _interval_text(None if low is None else 100 * low,

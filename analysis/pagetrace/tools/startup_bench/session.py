@@ -7,7 +7,7 @@ import sys
 import tempfile
 
 from pagetrace.tools import diskemu, pagecache as cache, throttle
-from pagetrace.core import tracefile
+from pagetrace.core import packfile, tracefile
 from pagetrace.core.escape import display_path
 from pagetrace.core.startup_csv import (BESIDE_STATES, LAUNCH_STATES, MERGED_STATES, STATES,
                                         USED_STATES, Run, best_prefetch_state,
@@ -69,6 +69,10 @@ def run_session(args, command, pagecache):
         progress(f"state {state} refused: {reason}")
     active = [s for s in states if s not in refused]
     trace, paths = load_trace(pagecache, args.trace)
+    if args.pack:
+        # The cold states make the pack's files cold too: a pack may hold
+        # files a warm trace missed, which a launched start would find cached.
+        paths = list(dict.fromkeys(paths + [f.path for f in packfile.read(args.pack).files]))
     used_list = merged_list = None
     if used and any(s in USED_STATES for s in active):
         for path in args.used_trace or []:
