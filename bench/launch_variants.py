@@ -2,7 +2,7 @@
 """Pilot rounds for the launch (issue 22): variants of one start-up run
 side by side with selective and hot, in a random order each round, so that
 they share the machine's noise; each variant's share of the round's I/O
-cost (selective - hot), by the mean. What docs/case-study-firefox.md
+cost (selective - hot), by the mean. What docs/lab/case-study-firefox.md
 ("2026-11-27") compares launch variants with; startup-bench is what
 measures the states users deploy (bench_launch.py).
 

@@ -13,7 +13,7 @@
 #include <stdint.h>
 
 #define PROG "pagetrace launch"
-/* --window's default: measured on firefox-esr (docs/case-study-firefox.md,
+/* --window's default: measured on firefox-esr (docs/lab/case-study-firefox.md,
  * "2026-11-27"), 1 MiB in flight beat 512K, 2M and no limit. */
 #define DEFAULT_WINDOW (1u << 20)
 /* A random read this slow (us, the pack's request-us) is a seek. */

@@ -10,7 +10,7 @@
  * about disk order and the start waits for the pages it needs first
  * behind pages it needs last. Reading the oldest ranges back (through
  * descriptors set to POSIX_FADV_RANDOM, which read nothing more) waits
- * for them. Measured on firefox-esr (docs/case-study-firefox.md,
+ * for them. Measured on firefox-esr (docs/lab/case-study-firefox.md,
  * "2026-11-27"): 1 MiB in flight recovered 80-82% of the I/O cost where
  * no limit recovered 53%. */
 #include "launch.h"

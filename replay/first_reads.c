@@ -2,7 +2,7 @@
  * read again in a trace was evicted in between (memory pressure, or here
  * DAMON's pageout of page cache untouched for some seconds), which depends
  * on how long that run took: a slow, traced start re-reads more than an
- * untraced one. See docs/case-study-firefox.md. */
+ * untraced one. See docs/lab/case-study-firefox.md. */
 #include "replay.h"
 
 #include <stdlib.h>

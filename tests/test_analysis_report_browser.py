@@ -271,5 +271,24 @@ def test_compare_in_a_real_browser(tmp_path):
     assert 0 < bottom <= SCREEN["height"]
 
 
+def test_readme_pictures_in_a_real_browser(tmp_path):
+    # The README's pictures, as a page that shows them at their own size,
+    # each as the README names it (relative to the repository).
+    import re
+    with open(os.path.join(REPO, "README.md")) as f:
+        pictures = re.findall(r"!\[([^\]]*)\]\(([^)\s]+)\)", f.read())
+    assert pictures, "the README has no picture"
+    page = tmp_path / "readme.html"
+    page.write_text("<!DOCTYPE html><html><body>" + "".join(
+        f"<img alt=\"{alt}\" src=\"file://{os.path.join(REPO, src)}\">"
+        for alt, src in pictures) + "</body></html>")
+    os.makedirs(ARTIFACTS, exist_ok=True)
+    errors, images, _, _ = open_page(
+        page, screenshot=os.path.join(ARTIFACTS, "readme-pictures.png"))
+    assert errors == []
+    assert len(images) == len(pictures) and broken_images(images) == []
+    assert all(i["width"] >= 500 and i["height"] >= 300 for i in images)
+
+
 if __name__ == "__main__":
     pytest.main([__file__, "-q"])

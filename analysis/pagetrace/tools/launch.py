@@ -20,7 +20,7 @@ starts CMD; the exit status is CMD's (CMD replaces this process, or with
    Android's iorap did; where seeks or a request cap dominate, `replay --sorted --prefetch`
    reads the list in disk order before CMD starts, with the gaps between
    ranges up to what one request costs filled so that it reads in few
-   requests (docs/case-study-firefox.md, "Slow storage": at 150 IOPS the
+   requests (docs/lab/case-study-firefox.md, "Slow storage": at 150 IOPS the
    first-access-order prefetch made firefox 8.5x slower); under a cap
    that the plan's bytes reach before its requests (cloud-3000), the
    plan's requests go beside CMD in first-access order (planned). The
@@ -67,7 +67,7 @@ BESIDE_WINDOW = 1 << 20
 # the cap, not the device's queue, orders the reads (blk-throttle passes
 # them first in, first out), and a deeper queue keeps the cap busy while
 # the prefetch reads back. Pilot, firefox-esr under cloud-3000 (8 rounds,
-# 2026-11-27, docs/case-study-firefox.md): 2M 63%, 4M 65-67%, 8M 66-67%,
+# 2026-11-27, docs/lab/case-study-firefox.md): 2M 63%, 4M 65-67%, 8M 66-67%,
 # 16M 61% of the I/O cost, against 61% for the sorted prefetch before.
 CAPPED_WINDOW = 8 << 20
 # A sorted prefetch must be estimated at most this share of the start's
@@ -510,7 +510,7 @@ def worth_it(pack, keep, gap, largest, cap, report):
     most WORTH_IT of what the start's own reads cost cold (cold_cost with
     the disk's read_ahead_kb). Paid before the start it adds to it, while
     a cold start's reads overlap its computing. Measured with 1 MiB
-    requests (2026-11-27, docs/case-study-firefox.md): it paid off at 0.27
+    requests (2026-11-27, docs/lab/case-study-firefox.md): it paid off at 0.27
     of the estimate (firefox-esr, cloud-3000: 60% of the I/O cost
     recovered) and at 0.86 and 0.94 (firefox-esr and chromium under
     hdd-150: 0.94 s and 2.50 s faster than selectively cold, 6 pairs

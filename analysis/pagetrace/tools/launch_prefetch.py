@@ -3,7 +3,7 @@ the launch's own (grand)child with posix_fadvise(POSIX_FADV_WILLNEED),
 range by range in the pack's first-access order.
 
 Why not `replay --prefetch` as before (measured on firefox-esr, 2026-11-26,
-docs/case-study-firefox.md "Deployed"): the child parsed every range into
+docs/lab/case-study-firefox.md "Deployed"): the child parsed every range into
 a Pack (12 ms), wrote one trace line a page into a memfd (11 ms) and
 exec'd the replayer, which parsed it again, so the first prefetch request
 went out about 50 ms after CMD had started and firefox read its first

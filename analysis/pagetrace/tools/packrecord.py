@@ -3,7 +3,7 @@
 or compile a pack from `trace --used` traces recorded before.
 
 By default the runs are recorded with the disks' read_ahead_kb at 0
-(docs/case-study-firefox.md, sessions B and C: with readahead off every
+(docs/lab/case-study-firefox.md, sessions B and C: with readahead off every
 page a start touches faults, so the access records are the pages it
 touched, not fault-around's guesses; the prefetch of that list recovered
 74-106% of the I/O cost against 63-72% for a list recorded with readahead

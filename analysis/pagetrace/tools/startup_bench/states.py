@@ -235,7 +235,7 @@ def prepare_and_run(state, caches, bench):
         # Each page once: a page the traced start read twice (reclaimed
         # in between, by DAMON here) is not a cost of a cold start, and
         # replaying it twice made the simulation +36% on the emulated
-        # disk (docs/case-study-firefox.md).
+        # disk (docs/lab/case-study-firefox.md).
         prefetch_s, error = caches.run_replay("--first-reads")
         caches.warm()  # O_DIRECT left the cache cold: the start itself is hot
     else:
