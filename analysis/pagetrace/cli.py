@@ -209,7 +209,7 @@ VERBS = {
       --label-b "read_ahead_kb 8192" --startup-a ra128.csv \\
       --startup-b ra8192.csv -o compare/
   pagetrace compare before.log after.log -o compare/""")),
-    "export": Verb("fio iolog v3, CSV or Parquet; a pack's list for image builders",
+    "export": Verb("fio iolog, CSV, Parquet, a Perfetto timeline; a pack's list",
                    add_export, {"memory": commands.export_memory},
                    parser_options=_examples("""  pagetrace export reads.log --fio reads.iolog
   pagetrace export app.pack --format nydus-prefetch -o prefetch.json
