@@ -24,7 +24,6 @@ SOURCE_SUFFIXES = (".c", ".h", ".py", ".bt", ".awk", ".tsv")
 # source files (test_every_top_level_directory_is_covered).
 NOT_SOURCE = {
     "docs": "documentation, checked by tests/test_docs.py",
-    ".ci": "the CI entry point, named in the map",
 }
 # analysis/ is searched from its package down (notebooks are not modules).
 SOURCE_ROOTS = {"analysis": "analysis/pagetrace"}
