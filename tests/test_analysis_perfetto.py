@@ -4,6 +4,7 @@ checked against the trace's own records read here, line by line."""
 import collections
 import lzma
 import os
+import sys
 
 import pytest
 
@@ -240,3 +241,20 @@ def test_report_links_to_its_timeline(capsys, tmp_path):
     assert '<a href="timeline.pftrace">timeline.pftrace</a>' in html
     check_against(open(sample("used.log")).read(),
                   Timeline(parse(tmp_path / "timeline.pftrace")))
+
+
+def test_without_the_perfetto_package_one_line(capsys, tmp_path, monkeypatch):
+    # An installation without pagetrace[perfetto]: one line saying how to
+    # get it, and no file; the report says so in its section instead.
+    monkeypatch.setitem(sys.modules, "perfetto.protos.perfetto.trace", None)
+    code, out, err = export(capsys, tmp_path, sample("basic.log"))
+    assert code == 1 and not out.exists()
+    assert err.startswith("pagetrace: export: --format perfetto needs the "
+                          "perfetto package") and len(err.splitlines()) == 1
+    assert "pip install 'pagetrace[perfetto]'" in err
+    assert cli.main(["report", sample("basic.log"), "-o",
+                     str(tmp_path / "r")]) == 0
+    capsys.readouterr()
+    assert not (tmp_path / "r" / "timeline.pftrace").exists()
+    assert "No timeline: pagetrace export --format perfetto needs the " \
+        "perfetto package" in (tmp_path / "r" / "index.html").read_text()
