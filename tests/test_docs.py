@@ -4,7 +4,7 @@ that code, tests, scripts or man pages cite exists; every `pagetrace ...`
 or tool command in a guide's code block is one the tool accepts (the
 analysis verbs: pagetrace's own parser; the other tools: each option is
 one their --help lists); the README fits a screen."""
-import os
+import functools
 import pathlib
 import re
 import shlex
@@ -111,9 +111,10 @@ def test_docs_in_three_kinds():
 
 def guide_commands():
     """(guide, command words) of each pagetrace or tool command in the
-    guides' code blocks; continuation lines joined."""
+    guides' code blocks, and the README's; continuation lines joined."""
     out = []
-    for guide in sorted((REPO / "docs" / "guides").glob("*.md")):
+    for guide in sorted((REPO / "docs" / "guides").glob("*.md")) + [
+            REPO / "README.md"]:
         text = guide.read_text()
         blocks = re.findall(r"```\w*\n(.*?)```", text, flags=re.S)
         blocks += ["\n".join(line[4:] for line in m.group(0).splitlines())
@@ -132,9 +133,14 @@ def guide_commands():
 
 def help_options(words):
     """The options the tool's --help lists."""
-    argv = [str(PAGETRACE), *words[1:2], "--help"] \
-        if words[0] == "pagetrace" else [words[0], "--help"]
-    if words[0] == "pagetrace-launch":
+    return _help_options(tuple(words[:2]) if words[0] == "pagetrace"
+                         else (words[0],))
+
+
+@functools.lru_cache(maxsize=None)
+def _help_options(tool):
+    argv = [str(PAGETRACE), *tool[1:], "--help"]
+    if tool[0] == "pagetrace-launch":
         argv = [str(REPO / "launch" / "launch"), "--help"]
     text = subprocess.run(argv, capture_output=True, text=True,
                           timeout=60).stdout
