@@ -72,6 +72,8 @@ static bool target_done(pid_t child, int adopted_pidfd, pid_t adopted, int *stat
 		return poll(&pfd, 1, 0) == 1;
 	if (adopted > 0)
 		return kill(adopted, 0) && errno == ESRCH;
+	if (opts.cgroup_path)
+		return !cgroup_target_exists(&opts.cgroup);
 	return false;
 }
 

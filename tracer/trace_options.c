@@ -29,7 +29,7 @@ static const char doc[] =
 "to be read from storage. One line per page: timestamp_us path offset\n"
 "(docs/trace-format.md). Needs root, or CAP_BPF and CAP_PERFMON.\n"
 "\n"
-"USAGE: trace [OPTIONS] -c 'CMD ARGS' | -- CMD ARGS | -p PID | -a\n"
+"USAGE: trace [OPTIONS] -c 'CMD ARGS' | -- CMD ARGS | -p PID | --cgroup PATH | -a\n"
 "\n"
 "EXAMPLES:\n"
 "  sudo trace -c 'firefox-esr --headless --screenshot /tmp/x.png' > reads.log\n"
@@ -37,6 +37,7 @@ static const char doc[] =
 "  sudo trace -x -c 'make -j2' > build.log   # + pid tid comm cause dev ino\n"
 "  sudo trace -p 1234 -d 10 > reads.log            # a running process, 10 s\n"
 "  sudo trace -a -d 5 > system.log                 # every process, 5 s\n"
+"  sudo trace --cgroup /sys/fs/cgroup/system.slice/nginx.service -d 30 > svc.log\n"
 "  sudo trace --used -o used.log -- ./app  # + first access of every page\n"
 "\n"
 "When the trace goes to stdout, the command's stdout is sent to stderr so\n"
@@ -59,12 +60,16 @@ enum {
 	OPT_PAGE_STATES,
 	OPT_USER,
 	OPT_NAMES_KEPT,
+	OPT_CGROUP,
 };
 
 static const struct argp_option argp_options[] = {
 	{ "command", 'c', "CMD", 0, "Run CMD with /bin/sh -c and trace it and its descendants", 0 },
 	{ "pid", 'p', "PID", 0, "Trace a running process (all its threads) and its future children", 0 },
 	{ "all", 'a', NULL, 0, "Trace every process on the system", 0 },
+	{ "cgroup", OPT_CGROUP, "PATH", 0, "Trace every task in the cgroup PATH or below it, also those "
+	  "that join later, until -d, Ctrl-C or the cgroup is removed (PATH: its directory, cgroup2 "
+	  "or a v1 controller's, or its path in the cgroup2 hierarchy as /proc/PID/cgroup says it)", 0 },
 	{ "no-children", OPT_NO_CHILDREN, NULL, 0, "Do not follow child processes (threads are still followed)", 0 },
 	{ "output", 'o', "FILE", 0, "Write the trace to FILE instead of stdout", 0 },
 	{ "extra", 'x', NULL, 0, "Add the columns pid tid comm cause dev ino", 0 },
@@ -96,6 +101,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	switch (key) {
 	case 'c': opts.command = arg; break;
 	case 'a': opts.all = true; break;
+	case OPT_CGROUP: opts.cgroup_path = arg; break;
 	case 'x': opts.extra = true; break;
 	case 'o': opts.output = arg; break;
 	case OPT_USER: opts.user = arg; break;
@@ -155,16 +161,22 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 /* Conflicts are checked once every option is known. */
 static int check_options(void)
 {
-	int targets = (opts.command != NULL) + (opts.argv != NULL) + (opts.pid != 0);
+	int targets = (opts.command != NULL) + (opts.argv != NULL) + (opts.pid != 0) +
+		      (opts.cgroup_path != NULL);
 
 	if (opts.command && opts.argv)
 		return errmsg(NULL, "give the command with -c or after --, not both"), -1;
 	if (targets > 1)
-		return errmsg(NULL, "-c/--, and -p are exclusive"), -1;
+		return errmsg(NULL, "-c/--, -p and --cgroup are exclusive"), -1;
 	if (targets == 0 && !opts.all)
-		return errmsg(NULL, "nothing to trace: give -c CMD, -- CMD, -p PID or -a (see --help)"), -1;
-	if (opts.all && opts.pid)
-		return errmsg(NULL, "-a and -p are exclusive"), -1;
+		return errmsg(NULL, "nothing to trace: give -c CMD, -- CMD, -p PID, --cgroup PATH or -a "
+			      "(see --help)"), -1;
+	if (opts.all && (opts.pid || opts.cgroup_path))
+		return errmsg(NULL, "-a and -p or --cgroup are exclusive"), -1;
+	if (opts.cgroup_path && opts.no_children)
+		return errmsg(NULL, "--no-children makes no sense with --cgroup"), -1;
+	if (opts.cgroup_path && cgroup_target_resolve(opts.cgroup_path, &opts.cgroup))
+		return -1;
 	if (opts.all && opts.no_children)
 		return errmsg(NULL, "--no-children makes no sense with -a"), -1;
 	if (opts.all && !targets && opts.duration == 0)

@@ -57,6 +57,9 @@ static void print_command(FILE *out)
 		}
 	} else if (opts.pid) {
 		fprintf(out, "pid\\040%d", opts.pid);
+	} else if (opts.cgroup_path) {
+		fputs("cgroup\\040", out);
+		escape_puts(out, opts.cgroup.path);
 	} else {
 		fputs("system-wide", out);
 	}

@@ -7,6 +7,7 @@
 #ifndef PAGETRACE_TRACE_RUN_H
 #define PAGETRACE_TRACE_RUN_H
 
+#include "cgroup.h"
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -27,6 +28,8 @@ struct options {
 	char **argv;		/* or: -- CMD ARGS... */
 	pid_t pid;		/* -p */
 	bool all;		/* -a */
+	const char *cgroup_path;	/* --cgroup, resolved into cgroup */
+	struct cgroup_target cgroup;
 	bool no_children;
 	bool extra;		/* -x */
 	bool allow_lost;
