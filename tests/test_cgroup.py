@@ -7,8 +7,10 @@ has attached: a task is traced from the moment it joins, its children with
 it, and nothing outside the cgroup is. Ground truth: mincore (trace), and
 the pages the reader touches in files the test evicted (the cache tools).
 """
+import contextlib
 import json
 import os
+import signal
 import subprocess
 import sys
 import textwrap
@@ -92,6 +94,27 @@ def cgroup_dir(request):
             _leave(path)
 
 
+def attached(proc, timeout=60):
+    """Waits until PROC has attached its BPF programs: it holds bpf links,
+    and their number has stayed the same for 0.3 s (the tools attach them
+    all in one call). Loading takes about 1 s here, much more when the
+    machine is busy: a fixed sleep is not enough."""
+    deadline, last, since = time.monotonic() + timeout, -1, time.monotonic()
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[1]
+        fds = f"/proc/{proc.pid}/fd"
+        links = 0
+        for fd in os.listdir(fds):
+            with contextlib.suppress(OSError):
+                links += os.readlink(os.path.join(fds, fd)) == "anon_inode:bpf_link"
+        if links != last:
+            last, since = links, time.monotonic()
+        elif links and time.monotonic() - since >= 0.3:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{proc.args[0]} did not attach within {timeout} s")
+
+
 def reader(join, reads_before, reads_after, child_reads=()):
     """A python that waits for a line on stdin, reads @reads_before, joins
     the cgroup @join (writes its pid to cgroup.procs), reads @reads_after,
@@ -147,7 +170,7 @@ def test_trace_a_task_that_joins_later_and_its_child(data_dir, cgroup_dir):
                               stderr=subprocess.PIPE, text=True)
     proc = reader(cgroup_dir, [before], [inside], [child])
     try:
-        time.sleep(2.0)  # loading takes about 1 s here
+        attached(tracer)
         subprocess.run(["cat", outside], stdout=subprocess.DEVNULL, check=True)
         go(proc)
     finally:
@@ -172,7 +195,7 @@ def test_trace_cgroup_as_proc_pid_cgroup_names_it(data_dir, cgroup_dir):
                               stderr=subprocess.PIPE, text=True)
     proc = reader(cgroup_dir, [], [inside])
     try:
-        time.sleep(2.0)
+        attached(tracer)
         go(proc)
     finally:
         finish(proc)
@@ -186,14 +209,15 @@ def test_cache_tools_count_the_cgroup_only(data_dir, cgroup_dir, tool):
     """The reader reads 1 MiB cold (256 misses), then again (256 hits),
     after joining; what it read before, and a reader outside, count nothing."""
     before, inside, outside = files(data_dir, [256 * KiB, 1024 * KiB, 512 * KiB])
-    command = [CACHESTAT, "-j", "--cgroup", cgroup_dir, "6", "1"] if tool == "cachestat" else \
-        [CACHETOP, "-j", "--cgroup", cgroup_dir, "6", "1"]
+    command = [CACHESTAT, "-j", "--cgroup", cgroup_dir, "60", "1"] if tool == "cachestat" else \
+        [CACHETOP, "-j", "--cgroup", cgroup_dir, "60", "1"]
     counter = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     proc = reader(cgroup_dir, [before], [inside, inside])
     try:
-        time.sleep(2.5)  # loading takes about 1 s here: attached well within its interval
+        attached(counter)
         subprocess.run(["cat", outside], stdout=subprocess.DEVNULL, check=True)
         go(proc)
+        counter.send_signal(signal.SIGINT)  # the interval ends here
         out, err = counter.communicate(timeout=30)
     finally:
         finish(proc)

@@ -8,6 +8,7 @@
 #define PAGETRACE_TRACE_RUN_H
 
 #include "cgroup.h"
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -29,6 +30,9 @@ struct options {
 	pid_t pid;		/* -p */
 	bool all;		/* -a */
 	const char *cgroup_path;	/* --cgroup, resolved into cgroup */
+	const char *container;	/* --container NAME|ID: its cgroup */
+	bool wait;		/* --wait: for the container to start */
+	bool paths_container;	/* --paths container */
 	struct cgroup_target cgroup;
 	bool no_children;
 	bool extra;		/* -x */
@@ -68,6 +72,12 @@ struct lost_counts {
 };
 
 struct trace_bpf;
+
+/* trace_container.c: --container. check: before loading, 0 or -1 (said);
+ * wait: once attached, 0 (found, traced), 1 (*stop first) or -1 (said). */
+int container_target_check(void);
+int container_target_wait(struct trace_bpf *skel, volatile sig_atomic_t *stop);
+void container_target_free(void);
 
 /* trace_options.c: 0, or -1 after saying why (exit status 2). */
 int parse_options(int argc, char **argv);

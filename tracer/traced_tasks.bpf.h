@@ -33,11 +33,13 @@ struct read_context {
 const volatile bool trace_all = false;
 const volatile bool follow_children = true;
 /* --cgroup (lib/cgroup.c resolves it): the cgroup's id and depth, and its
- * hierarchy: a v1 controller's id (enum cgroup_subsys_id), or -1 for v2. */
+ * hierarchy: a v1 controller's id (enum cgroup_subsys_id), or -1 for v2.
+ * Written by user space after loading too (--container --wait: the cgroup
+ * appears once trace runs); id 0, none yet, matches no task. */
 const volatile bool trace_cgroup = false;
-const volatile __u64 target_cgroup_id = 0;
-const volatile __u32 target_cgroup_level = 0;
-const volatile __s32 target_cgroup_subsys = -1;
+__u64 target_cgroup_id = 0;
+__u32 target_cgroup_level = 0;
+__s32 target_cgroup_subsys = -1;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -61,8 +63,9 @@ static __always_inline bool in_target_cgroup(struct task_struct *task)
 	struct cgroup_subsys_state *css = NULL;
 	struct cgroup *cgrp;
 	__s32 id = target_cgroup_subsys;
+	__u64 target = target_cgroup_id;
 
-	if (!cgroups)
+	if (!cgroups || !target)
 		return false;
 	if (id < 0) {
 		cgrp = BPF_CORE_READ(cgroups, dfl_cgrp);
@@ -73,7 +76,7 @@ static __always_inline bool in_target_cgroup(struct task_struct *task)
 		bpf_core_read(&css, sizeof(css), &cgroups->subsys[id]);
 		cgrp = BPF_CORE_READ(css, cgroup);
 	}
-	return cgroup_ancestor_id(cgrp, target_cgroup_level) == target_cgroup_id;
+	return cgroup_ancestor_id(cgrp, target_cgroup_level) == target;
 }
 
 /*
