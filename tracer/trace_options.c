@@ -189,7 +189,7 @@ static int check_options(void)
 	if (targets == 0 && !opts.all)
 		return errmsg(NULL, "nothing to trace: give -c CMD, -- CMD, -p PID, --cgroup PATH, "
 			      "--container NAME or -a (see --help)"), -1;
-	if (opts.all && targets)
+	if (opts.all && (opts.pid || opts.cgroup_path || opts.container))
 		return errmsg(NULL, "-a and -p, --cgroup or --container are exclusive"), -1;
 	if ((opts.cgroup_path || opts.container) && opts.no_children)
 		return errmsg(NULL, "--no-children makes no sense with --cgroup or --container"), -1;
