@@ -51,9 +51,19 @@ def docker(env, *args, **kw):
                           timeout=120, **kw)
 
 
+def _docker_cgroups():
+    """The cgroups dockerd makes for its containers' parent, /docker, in
+    each hierarchy (cgroupfs driver)."""
+    return {os.path.join("/sys/fs/cgroup", h, "docker") for h in os.listdir("/sys/fs/cgroup")
+            if os.path.isdir(os.path.join("/sys/fs/cgroup", h, "docker"))} | \
+        ({"/sys/fs/cgroup/docker"} if os.path.isdir("/sys/fs/cgroup/docker") else set())
+
+
 @contextlib.contextmanager
 def daemon(data_root):
-    """dockerd on a private socket; stopped (its containers with it) on exit."""
+    """dockerd on a private socket; stopped (its containers with it) on exit,
+    and the parent cgroups it made removed."""
+    had = _docker_cgroups()
     run_dir = tempfile.mkdtemp(prefix="pagetrace-test-docker-", dir="/run")
     sock = os.path.join(run_dir, "docker.sock")
     env = dict(os.environ, DOCKER_HOST=f"unix://{sock}",
@@ -81,6 +91,9 @@ def daemon(data_root):
             proc.wait()
         log.close()
         shutil.rmtree(run_dir, ignore_errors=True)
+        for cgroup in _docker_cgroups() - had:
+            with contextlib.suppress(OSError):
+                os.rmdir(cgroup)
 
 
 @pytest.fixture(scope="module")
