@@ -6,7 +6,7 @@ PYTHON ?= $(CURDIR)/.venv/bin/python
 # Sub-projects with a Makefile of their own.
 SUBDIRS := lib tracer replay launch samples diskemu
 
-.PHONY: all deps test test-kernels test-spark bench demo install clean fuzz-cache fuzz-cache-long $(SUBDIRS)
+.PHONY: all deps test test-containers test-kernels test-spark bench demo install clean fuzz-cache fuzz-cache-long $(SUBDIRS)
 
 all: $(SUBDIRS)
 
@@ -18,7 +18,13 @@ deps:
 
 test: all
 	@test -x $(PYTHON) || { echo "make: no $(PYTHON): run scripts/install-deps first" >&2; exit 1; }
-	$(PYTHON) -m pytest -ra tests --ignore=tests/kernels
+	$(PYTHON) -m pytest -ra tests --ignore=tests/kernels --ignore=tests/test_containers.py
+
+# Containers started by a real runtime (tests/test_containers.py): docker.io's
+# dockerd, started and stopped by the tests; scripts/install-deps --containers.
+test-containers: all
+	@test -x $(PYTHON) || { echo "make: no $(PYTHON): run scripts/install-deps first" >&2; exit 1; }
+	$(PYTHON) -m pytest -ra tests/test_containers.py
 
 # The kernel matrix (docs/kernels.md): Debian's kernels of tests/kernels/list,
 # each booted under qemu, the tools checked inside against the kernel's

@@ -94,6 +94,12 @@ static struct cache_bpf *open_and_load(const struct cache_load_options *o, bool 
 	}
 	skel->rodata->trace_all = o->all;
 	skel->rodata->follow_children = true;
+	if (o->cgroup) {
+		skel->rodata->trace_cgroup = true;
+		skel->bss->target_cgroup_id = o->cgroup->id;
+		skel->bss->target_cgroup_level = o->cgroup->level;
+		skel->data->target_cgroup_subsys = o->cgroup->subsys;
+	}
 	skel->rodata->per_process = o->per_process;
 	skel->rodata->per_file = o->per_file;
 	skel->rodata->count_hits = true;

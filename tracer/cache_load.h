@@ -6,11 +6,13 @@
 #include <stdbool.h>
 #include <linux/types.h>
 #include "cache.h"
+#include "cgroup.h"
 
 struct cache_bpf;
 
 struct cache_load_options {
 	bool all;		/* every task, or only those put in traced_tids */
+	const struct cgroup_target *cgroup;	/* --cgroup: its tasks only, else NULL */
 	bool per_process;
 	bool per_file;
 	bool verbose;		/* libbpf's messages */

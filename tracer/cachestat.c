@@ -24,13 +24,16 @@ static struct options {
 	struct interval_args every;	/* [INTERVAL [COUNT]] */
 	bool json;
 	bool verbose;
+	const char *cgroup_path;	/* --cgroup */
+	struct cgroup_target cgroup;
 } opts = { .every.seconds = 1.0 };
 
 const char *argp_program_version = TOOL " (pagetrace) " PAGETRACE_VERSION;
 error_t argp_err_exit_status = 2;
 
 static const char doc[] =
-"Page-cache hits, misses and dirties of the whole system, every INTERVAL\n"
+"Page-cache hits, misses and dirties of the whole system (or of one cgroup\n"
+"and those below it, with --cgroup), every INTERVAL\n"
 "seconds (default 1), COUNT times (default: until Ctrl-C). A hit is an access\n"
 "to a page that was in the cache; a miss is the first access to a page read\n"
 "from storage while cachestat runs; an access is a page a read, pread,\n"
@@ -44,10 +47,15 @@ static const char doc[] =
 "  sudo pagetrace-cachestat              # every second, until Ctrl-C\n"
 "  sudo pagetrace-cachestat 5 12         # every 5 s, for a minute\n"
 "  sudo pagetrace-cachestat -j 1 10 > cache.jsonl   # one JSON object a line\n"
+"  sudo pagetrace-cachestat --cgroup /sys/fs/cgroup/system.slice/nginx.service 5\n"
 "\n"
 "OPTIONS:";
 
+enum { OPT_CGROUP = 0x100 };
+
 static const struct argp_option argp_options[] = {
+	{ "cgroup", OPT_CGROUP, "PATH", 0, "Only tasks in the cgroup PATH or below it, also those that "
+	  "join later (PATH: its directory, or its path in the cgroup2 hierarchy)", 0 },
 	{ "json", 'j', NULL, 0, "One JSON object per interval, one per line", 0 },
 	{ "verbose", 'v', NULL, 0, "Show libbpf's messages", 0 },
 	{},
@@ -58,6 +66,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	switch (key) {
 	case 'j': opts.json = true; break;
 	case 'v': opts.verbose = true; break;
+	case OPT_CGROUP: opts.cgroup_path = arg; break;
 	case ARGP_KEY_ARG:
 		interval_argument(state, &opts.every, arg);
 		break;
@@ -144,9 +153,15 @@ int main(int argc, char **argv)
 	errmsg_init(TOOL);
 	if (argp_parse(&argp, argc, argv, 0, NULL, NULL))
 		return 2;
+	if (opts.cgroup_path && cgroup_target_resolve(opts.cgroup_path, &opts.cgroup))
+		return 2;
 	if (geteuid() != 0)
 		return errmsg(NULL, "needs root (it loads BPF programs): run it with sudo"), 1;
 	load.verbose = opts.verbose;
+	if (opts.cgroup_path) {
+		load.all = false;
+		load.cgroup = &opts.cgroup;
+	}
 	skel = cache_load(&load);
 	if (!skel)
 		return 1;

@@ -37,6 +37,8 @@ static struct options {
 	const char *command;	/* -c */
 	bool files;		/* --files */
 	bool drop_caches;	/* --drop-caches (-c) */
+	const char *cgroup_path;	/* --cgroup */
+	struct cgroup_target cgroup;
 	bool json;
 	bool verbose;
 	struct interval_args every;	/* [INTERVAL [COUNT]] */
@@ -63,6 +65,7 @@ static const char doc[] =
 "  sudo pagetrace-cachetop                    # top processes, every second\n"
 "  sudo pagetrace-cachetop --files 5          # top files, every 5 s\n"
 "  sudo pagetrace-cachetop -p 1234 1 10       # one process, 10 s\n"
+"  sudo pagetrace-cachetop --cgroup /system.slice/nginx.service  # one service\n"
 "  sudo pagetrace-cachetop -j -c 'make -j2'   # one JSON object when make ends\n"
 "  sudo pagetrace-cachetop --drop-caches -j -c ./app   # a cold start's hits\n"
 "\n"
@@ -71,11 +74,13 @@ static const char doc[] =
 "\n"
 "OPTIONS:";
 
-enum { OPT_FILES = 0x100, OPT_DROP_CACHES };
+enum { OPT_FILES = 0x100, OPT_DROP_CACHES, OPT_CGROUP };
 
 static const struct argp_option argp_options[] = {
 	{ "pid", 'p', "PID", 0, "Only this process (all its threads) and its children", 0 },
 	{ "command", 'c', "CMD", 0, "Run CMD with /bin/sh -c; report it and its descendants when it exits", 0 },
+	{ "cgroup", OPT_CGROUP, "PATH", 0, "Only tasks in the cgroup PATH or below it, also those "
+	  "that join later (PATH: its directory, or its path in the cgroup2 hierarchy)", 0 },
 	{ "files", OPT_FILES, NULL, 0, "Rows per file instead of per process", 0 },
 	{ "drop-caches", OPT_DROP_CACHES, NULL, 0, "With -c: sync and drop the page cache before "
 	  "starting CMD (a cold start)", 0 },
@@ -98,6 +103,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case 'c': opts.command = arg; break;
 	case OPT_FILES: opts.files = true; break;
 	case OPT_DROP_CACHES: opts.drop_caches = true; break;
+	case OPT_CGROUP: opts.cgroup_path = arg; break;
 	case 'j': opts.json = true; break;
 	case 'v': opts.verbose = true; break;
 	case ARGP_KEY_ARG:
@@ -111,13 +117,15 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 
 static int check_options(void)
 {
-	if (opts.pid && opts.command)
-		return errmsg(NULL, "-p and -c are exclusive"), -1;
+	if ((opts.pid != 0) + (opts.command != NULL) + (opts.cgroup_path != NULL) > 1)
+		return errmsg(NULL, "-p, -c and --cgroup are exclusive"), -1;
 	if (opts.drop_caches && !opts.command)
 		return errmsg(NULL, "--drop-caches needs -c: it empties the cache before CMD"), -1;
 	if (opts.command && opts.every.given)
 		return errmsg(NULL, "INTERVAL and COUNT do not apply with -c: it reports once, "
 			      "when CMD exits"), -1;
+	if (opts.cgroup_path && cgroup_target_resolve(opts.cgroup_path, &opts.cgroup))
+		return -1;
 	return 0;
 }
 
@@ -454,7 +462,8 @@ int main(int argc, char **argv)
 		return errmsg("-p", "%d: no such process", opts.pid), 1;
 	if (opts.command && check_command(opts.command))
 		return 127;
-	load.all = !opts.pid && !opts.command;
+	load.all = !opts.pid && !opts.command && !opts.cgroup_path;
+	load.cgroup = opts.cgroup_path ? &opts.cgroup : NULL;
 	/* The top view reads and empties one table per interval: keep only that one. */
 	load.per_process = opts.command || !opts.files;
 	load.per_file = opts.command || opts.files;

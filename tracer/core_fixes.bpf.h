@@ -38,6 +38,30 @@ struct bio___offset { struct bvec_iter___offset bi_iter; } CORE_FLAVOUR;
  * struct folio only from v5.16 "mm: Add folio type", so folio fields are
  * asked for only where struct page lacks them.
  */
+/*
+ * Before v6.1 "cgroup: Replace cgroup->ancestor_ids[] with ->ancestors[]"
+ * (Tejun Heo, 2022) a cgroup kept its ancestors' ids; since, pointers to
+ * them. Either way entry LEVEL is the ancestor at that depth (0: the root).
+ */
+struct cgroup___ancestor_ids { __u64 ancestor_ids[0]; } CORE_FLAVOUR;
+
+/* The id of @cgrp's ancestor at depth @level (itself at its own), else 0. */
+static __always_inline __u64 cgroup_ancestor_id(struct cgroup *cgrp, __u32 level)
+{
+	struct cgroup *ancestor = NULL;
+	__u64 id = 0;
+
+	if (!cgrp || BPF_CORE_READ(cgrp, level) < (int)level)
+		return 0;
+	if (bpf_core_field_exists(cgrp->ancestors)) {
+		bpf_core_read(&ancestor, sizeof(ancestor), &cgrp->ancestors[level]);
+		return ancestor ? BPF_CORE_READ(ancestor, kn, id) : 0;
+	}
+	bpf_core_read(&id, sizeof(id),
+		      &((struct cgroup___ancestor_ids *)cgrp)->ancestor_ids[level]);
+	return id;
+}
+
 static __always_inline __u32 page_flags_offset(void)
 {
 	if (bpf_core_field_exists(struct page___ulong_flags, flags))

@@ -198,6 +198,37 @@ char *unknown_path(const struct file_id *id)
 	return text;
 }
 
+static const struct container_dir *views;
+static int nviews;
+
+void set_path_views(const struct container_dir *dirs, int count)
+{
+	views = dirs;
+	nviews = count;
+}
+
+/* FULL, a host path, as the view that shows it (the deepest) shows it. */
+static void apply_view(char *full, size_t size)
+{
+	const struct container_dir *best = NULL;
+	char rest[PATH_MAX];
+	size_t best_len = 0;
+
+	for (int i = 0; i < nviews; i++) {
+		size_t n = strlen(views[i].host);
+
+		if (n > best_len && !strncmp(full, views[i].host, n) &&
+		    (full[n] == '/' || full[n] == '\0')) {
+			best = &views[i];
+			best_len = n;
+		}
+	}
+	if (!best)
+		return;
+	snprintf(rest, sizeof(rest), "%s", full + best_len);
+	snprintf(full, size, "%s%s", best->inside, rest[0] ? rest : (best->inside[0] ? "" : "/"));
+}
+
 char *resolve_path(const struct path_event *e)
 {
 	unsigned int major = e->file.dev >> 20, minor = e->file.dev & 0xfffff;
@@ -217,6 +248,7 @@ char *resolve_path(const struct path_event *e)
 		snprintf(full, sizeof(full), "%s", *rest ? rest : "/");
 	else
 		snprintf(full, sizeof(full), "%s%s", m->mount_point, rest);
+	apply_view(full, sizeof(full));
 	escaped = escape_string(full);
 	if (!escaped)
 		return NULL;

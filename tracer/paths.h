@@ -15,6 +15,11 @@
 int load_mounts(void);
 void free_mounts(void);
 
+/* --paths container: host directories (each DIRS[i].host) shown at another
+ * path (DIRS[i].inside, "" for the root); the deepest one matching wins. */
+#include "container.h"
+void set_path_views(const struct container_dir *dirs, int count);
+
 /* The printable path of a path event; NULL when out of memory. */
 char *resolve_path(const struct path_event *e);
 /* //unknown/MAJ:MIN/INO */

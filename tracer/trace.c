@@ -75,6 +75,8 @@ static bool target_done(pid_t child, int adopted_pidfd, pid_t adopted, int *stat
 		return poll(&pfd, 1, 0) == 1;
 	if (adopted > 0)
 		return kill(adopted, 0) && errno == ESRCH;
+	if (opts.cgroup_path)	/* --container: set once found */
+		return !cgroup_target_exists(&opts.cgroup);
 	return false;
 }
 
@@ -207,6 +209,8 @@ int main(int argc, char **argv)
 	if (open_output())
 		return 1;
 
+	if (opts.container && container_target_check())
+		goto cleanup;
 	skel = load_programs();
 	if (!skel)
 		goto cleanup;
@@ -229,6 +233,8 @@ int main(int argc, char **argv)
 	if (opts.pid && adopt_threads(opts.pid, mark_thread_traced, skel->maps.traced_tids))
 		goto cleanup;
 	adopted = opts.pid ? opts.pid : -1;
+	if (opts.container && container_target_wait(skel, &stop_requested) < 0)
+		goto cleanup;
 	if ((opts.command || opts.argv) && (child = start_command(skel)) < 0)
 		goto cleanup;
 
@@ -257,5 +263,6 @@ cleanup:
 	else if (run.out)
 		fflush(run.out);
 	free_mounts();
+	container_target_free();
 	return exit_code;
 }

@@ -206,6 +206,10 @@ static struct trace_bpf *open_and_load(bool use_btf, int *err)
 	}
 	skel->rodata->trace_all = opts.all;
 	skel->rodata->follow_children = !opts.no_children;
+	skel->rodata->trace_cgroup = opts.cgroup_path || opts.container;
+	skel->bss->target_cgroup_id = opts.cgroup.id;
+	skel->bss->target_cgroup_level = opts.cgroup.level;
+	skel->data->target_cgroup_subsys = opts.cgroup.subsys;
 	skel->rodata->want_cause = want_cause;
 	skel->rodata->want_used = opts.used;
 	skel->rodata->page_shift = __builtin_ctzl((unsigned long)run.page_size);

@@ -29,7 +29,8 @@ static const char doc[] =
 "to be read from storage. One line per page: timestamp_us path offset\n"
 "(docs/trace-format.md). Needs root, or CAP_BPF and CAP_PERFMON.\n"
 "\n"
-"USAGE: trace [OPTIONS] -c 'CMD ARGS' | -- CMD ARGS | -p PID | -a\n"
+"USAGE: trace [OPTIONS] -c 'CMD ARGS' | -- CMD ARGS | -p PID | --cgroup PATH |\n"
+"             --container NAME [--wait] | -a\n"
 "\n"
 "EXAMPLES:\n"
 "  sudo trace -c 'firefox-esr --headless --screenshot /tmp/x.png' > reads.log\n"
@@ -37,6 +38,8 @@ static const char doc[] =
 "  sudo trace -x -c 'make -j2' > build.log   # + pid tid comm cause dev ino\n"
 "  sudo trace -p 1234 -d 10 > reads.log            # a running process, 10 s\n"
 "  sudo trace -a -d 5 > system.log                 # every process, 5 s\n"
+"  sudo trace --cgroup /sys/fs/cgroup/system.slice/nginx.service -d 30 > svc.log\n"
+"  sudo trace --container web --wait --paths container -o web.log  # then start it\n"
 "  sudo trace --used -o used.log -- ./app  # + first access of every page\n"
 "  sudo trace --drop-caches --used -x -o cold.log -- ./app  # a cold start\n"
 "\n"
@@ -61,12 +64,25 @@ enum {
 	OPT_USER,
 	OPT_NAMES_KEPT,
 	OPT_DROP_CACHES,
+	OPT_CGROUP,
+	OPT_CONTAINER,
+	OPT_WAIT,
+	OPT_PATHS,
 };
 
 static const struct argp_option argp_options[] = {
 	{ "command", 'c', "CMD", 0, "Run CMD with /bin/sh -c and trace it and its descendants", 0 },
 	{ "pid", 'p', "PID", 0, "Trace a running process (all its threads) and its future children", 0 },
+	{ "container", OPT_CONTAINER, "NAME", 0, "Trace the container NAME (or ID) that docker or "
+	  "podman knows: its cgroup, until it exits, -d or Ctrl-C", 0 },
+	{ "wait", OPT_WAIT, NULL, 0, "--container: wait for it to be started (name it before "
+	  "starting it, and its whole start is traced)", 0 },
+	{ "paths", OPT_PATHS, "WHOSE", 0, "host (default): paths as trace sees them; container: "
+	  "as the container sees them (its image's paths, not the layer directories)", 0 },
 	{ "all", 'a', NULL, 0, "Trace every process on the system", 0 },
+	{ "cgroup", OPT_CGROUP, "PATH", 0, "Trace every task in the cgroup PATH or below it, also those "
+	  "that join later, until -d, Ctrl-C or the cgroup is removed (PATH: its directory, cgroup2 "
+	  "or a v1 controller's, or its path in the cgroup2 hierarchy as /proc/PID/cgroup says it)", 0 },
 	{ "no-children", OPT_NO_CHILDREN, NULL, 0, "Do not follow child processes (threads are still followed)", 0 },
 	{ "output", 'o', "FILE", 0, "Write the trace to FILE instead of stdout", 0 },
 	{ "extra", 'x', NULL, 0, "Add the columns pid tid comm cause dev ino", 0 },
@@ -100,6 +116,14 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	switch (key) {
 	case 'c': opts.command = arg; break;
 	case 'a': opts.all = true; break;
+	case OPT_CGROUP: opts.cgroup_path = arg; break;
+	case OPT_CONTAINER: opts.container = arg; break;
+	case OPT_WAIT: opts.wait = true; break;
+	case OPT_PATHS:
+		if (strcmp(arg, "host") && strcmp(arg, "container"))
+			argp_error(state, "--paths takes host or container: %s", arg);
+		opts.paths_container = !strcmp(arg, "container");
+		break;
 	case 'x': opts.extra = true; break;
 	case 'o': opts.output = arg; break;
 	case OPT_USER: opts.user = arg; break;
@@ -160,16 +184,26 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 /* Conflicts are checked once every option is known. */
 static int check_options(void)
 {
-	int targets = (opts.command != NULL) + (opts.argv != NULL) + (opts.pid != 0);
+	int targets = (opts.command != NULL) + (opts.argv != NULL) + (opts.pid != 0) +
+		      (opts.cgroup_path != NULL) + (opts.container != NULL);
 
 	if (opts.command && opts.argv)
 		return errmsg(NULL, "give the command with -c or after --, not both"), -1;
 	if (targets > 1)
-		return errmsg(NULL, "-c/--, and -p are exclusive"), -1;
+		return errmsg(NULL, "-c/--, -p, --cgroup and --container are exclusive"), -1;
 	if (targets == 0 && !opts.all)
-		return errmsg(NULL, "nothing to trace: give -c CMD, -- CMD, -p PID or -a (see --help)"), -1;
-	if (opts.all && opts.pid)
-		return errmsg(NULL, "-a and -p are exclusive"), -1;
+		return errmsg(NULL, "nothing to trace: give -c CMD, -- CMD, -p PID, --cgroup PATH, "
+			      "--container NAME or -a (see --help)"), -1;
+	if (opts.all && (opts.pid || opts.cgroup_path || opts.container))
+		return errmsg(NULL, "-a and -p, --cgroup or --container are exclusive"), -1;
+	if ((opts.cgroup_path || opts.container) && opts.no_children)
+		return errmsg(NULL, "--no-children makes no sense with --cgroup or --container"), -1;
+	if (opts.wait && !opts.container)
+		return errmsg(NULL, "--wait only applies to --container"), -1;
+	if (opts.paths_container && !opts.container)
+		return errmsg(NULL, "--paths container needs --container"), -1;
+	if (opts.cgroup_path && cgroup_target_resolve(opts.cgroup_path, &opts.cgroup))
+		return -1;
 	if (opts.all && opts.no_children)
 		return errmsg(NULL, "--no-children makes no sense with -a"), -1;
 	if (opts.all && !targets && opts.duration == 0)

@@ -61,6 +61,12 @@ static void print_command(FILE *out)
 		}
 	} else if (opts.pid) {
 		fprintf(out, "pid\\040%d", opts.pid);
+	} else if (opts.container) {
+		fputs("container\\040", out);
+		escape_puts(out, opts.container);
+	} else if (opts.cgroup_path) {
+		fputs("cgroup\\040", out);
+		escape_puts(out, opts.cgroup.path);
 	} else {
 		fputs("system-wide", out);
 	}
@@ -86,6 +92,8 @@ void write_header(FILE *out)
 		opts.extra ? " pid tid comm cause dev ino" : "");
 	if (opts.used)
 		fputs("# records: read access map\n", out);
+	if (opts.container)
+		fprintf(out, "# paths: %s\n", opts.paths_container ? "container" : "host");
 	fputs("# command: ", out);
 	print_command(out);
 	fprintf(out, "\n# start: %s\n# kernel: %s\n# host: %s\n", stamp, uts.release, host);

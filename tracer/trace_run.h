@@ -7,6 +7,8 @@
 #ifndef PAGETRACE_TRACE_RUN_H
 #define PAGETRACE_TRACE_RUN_H
 
+#include "cgroup.h"
+#include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -27,6 +29,11 @@ struct options {
 	char **argv;		/* or: -- CMD ARGS... */
 	pid_t pid;		/* -p */
 	bool all;		/* -a */
+	const char *cgroup_path;	/* --cgroup, resolved into cgroup */
+	const char *container;	/* --container NAME|ID: its cgroup */
+	bool wait;		/* --wait: for the container to start */
+	bool paths_container;	/* --paths container */
+	struct cgroup_target cgroup;
 	bool no_children;
 	bool extra;		/* -x */
 	bool allow_lost;
@@ -71,6 +78,12 @@ struct lost_counts {
 };
 
 struct trace_bpf;
+
+/* trace_container.c: --container. check: before loading, 0 or -1 (said);
+ * wait: once attached, 0 (found, traced), 1 (*stop first) or -1 (said). */
+int container_target_check(void);
+int container_target_wait(struct trace_bpf *skel, volatile sig_atomic_t *stop);
+void container_target_free(void);
 
 /* trace_options.c: 0, or -1 after saying why (exit status 2). */
 int parse_options(int argc, char **argv);

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Which threads are traced: every thread (trace_all), or those in
+ * Which threads are traced: every thread (trace_all), those of one cgroup
+ * and its descendants (trace_cgroup, checked at every event, so that a task
+ * is traced from the moment it joins until it leaves), or those in
  * traced_tids, which user space seeds (a command it starts, a process it
  * adopts) and sched_process_fork/exit keep up to date. Shared by trace and
  * cachetop. The includer defines on_task_lost() (traced_tids full) and
@@ -19,6 +21,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include "thread_storage.bpf.h"
+#include "core_fixes.bpf.h"
 
 /* Per-thread memory of the last readahead/fault trigger, for "cause". */
 struct read_context {
@@ -29,6 +32,14 @@ struct read_context {
 
 const volatile bool trace_all = false;
 const volatile bool follow_children = true;
+/* --cgroup (lib/cgroup.c resolves it): the cgroup's id and depth, and its
+ * hierarchy: a v1 controller's id (enum cgroup_subsys_id), or -1 for v2.
+ * Written by user space after loading too (--container --wait: the cgroup
+ * appears once trace runs); id 0, none yet, matches no task. */
+const volatile bool trace_cgroup = false;
+__u64 target_cgroup_id = 0;
+__u32 target_cgroup_level = 0;
+__s32 target_cgroup_subsys = -1;
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -45,6 +56,29 @@ static __always_inline void on_task_lost(void);
 /* A thread is seen traced for the first time (at fork, or its first event). */
 static __always_inline void on_thread_traced(struct task_struct *task);
 
+/* Is @task in the --cgroup cgroup, or below it? */
+static __always_inline bool in_target_cgroup(struct task_struct *task)
+{
+	struct css_set *cgroups = BPF_CORE_READ(task, cgroups);
+	struct cgroup_subsys_state *css = NULL;
+	struct cgroup *cgrp;
+	__s32 id = target_cgroup_subsys;
+	__u64 target = target_cgroup_id;
+
+	if (!cgroups || !target)
+		return false;
+	if (id < 0) {
+		cgrp = BPF_CORE_READ(cgroups, dfl_cgrp);
+	} else {
+		/* As io_css_of() (trace.bpf.c): the array's length from the BTF. */
+		if (id >= bpf_core_field_size(cgroups->subsys) / sizeof(cgroups->subsys[0]))
+			return false;
+		bpf_core_read(&css, sizeof(css), &cgroups->subsys[id]);
+		cgrp = BPF_CORE_READ(css, cgroup);
+	}
+	return cgroup_ancestor_id(cgrp, target_cgroup_level) == target;
+}
+
 /*
  * The current thread's state if it is traced, else NULL. With trace_all,
  * NULL can also mean that its storage could not be made: callers test
@@ -52,13 +86,16 @@ static __always_inline void on_thread_traced(struct task_struct *task);
  */
 static __always_inline struct read_context *traced_thread(void)
 {
-	struct read_context *state = thread_storage_get(&thread_states, &no_read_context, false);
+	struct read_context *state;
 	__u32 tid;
 
+	if (trace_cgroup && !in_target_cgroup(current_task()))
+		return NULL;
+	state = thread_storage_get(&thread_states, &no_read_context, false);
 	if (state)
 		return state;
 	tid = current_thread_id();	/* thread_storage.bpf.h */
-	if (!trace_all && !bpf_map_lookup_elem(&traced_tids, &tid))
+	if (!trace_all && !trace_cgroup && !bpf_map_lookup_elem(&traced_tids, &tid))
 		return NULL;
 	on_thread_traced(current_task());
 	return thread_storage_get(&thread_states, &no_read_context, true);

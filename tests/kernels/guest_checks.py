@@ -63,6 +63,24 @@ def reclaimed_so_far():
                    if k.startswith("pgsteal_"))
 
 
+# trace loads in about 1 s on the host, 10 or more under TCG; it says
+# nothing when it is ready, so the checks that start it in the background wait.
+TRACE_LOAD_SECONDS = 20
+
+
+def cgroup2_root(work):
+    """The cgroup2 hierarchy's mount point, or one mounted under WORK."""
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, right = line.split(" - ")
+            if right.split()[0] == "cgroup2" and left.split()[3] == "/":
+                return left.split()[4]
+    root = os.path.join(work, "cgroup2")
+    os.mkdir(root)
+    subprocess.run(["mount", "-t", "cgroup2", "none", root], check=True)
+    return root
+
+
 class Checks:
     def __init__(self, tools, work, out_dir=None, fuzz_seeds=FUZZ_SEEDS):
         self.tools, self.work = tools, work
@@ -151,6 +169,39 @@ class Checks:
         run = self.run("trace", "--ringbuf-size", "4K", "-c", f"cat {f} > /dev/null")
         return {"file": f, "runs": [run], "cached": cached_pages(f),
                 "dev": f"{os.major(st.st_dev)}:{os.minor(st.st_dev)}", "ino": st.st_ino}
+
+    def trace_cgroup_join(self):
+        """trace --cgroup on a cgroup2 cgroup (mounted here if the guest has
+        none): a python that joins it after trace attached reads one file,
+        a cat outside it another; removing the cgroup ends the trace."""
+        inside, outside = self.file("joined.bin", 512 * 1024), self.file("outside.bin", 256 * 1024)
+        root = cgroup2_root(self.work)
+        cgroup = os.path.join(root, "pagetrace-check")
+        os.mkdir(cgroup)
+        argv = [os.path.join(self.tools, "trace"), "-x", "--cgroup", cgroup]
+        tracer = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(TRACE_LOAD_SECONDS)
+        subprocess.run(["cat", outside], stdout=subprocess.DEVNULL, check=True)
+        subprocess.run(self.python(f"""
+            import os
+            with open({os.path.join(cgroup, "cgroup.procs")!r}, "w") as f:
+                f.write(str(os.getpid()))
+            with open({inside!r}, "rb") as f:
+                while f.read(65536):
+                    pass
+            """), check=True)
+        os.rmdir(cgroup)
+        try:
+            out, err = tracer.communicate(timeout=120)
+            rc = tracer.returncode
+        except subprocess.TimeoutExpired:
+            tracer.kill()
+            out, err = tracer.communicate()
+            rc = "timeout"
+        if root.startswith(self.work):
+            subprocess.run(["umount", root], check=False)
+        return {"file": inside, "outside": outside, "cached": cached_pages(inside),
+                "runs": [{"argv": argv, "rc": rc, "stdout": out, "stderr": err}]}
 
     def trace_metadata_ext4(self):
         """tests/test_trace_metadata.py's check, smaller: a cold ext4 of
@@ -326,7 +377,8 @@ class Checks:
 
 
 TRACE_CHECKS = ["trace_cold_cat", "trace_raw_tp_cold_cat", "trace_scattered_preads", "trace_mmap_faults",
-                "trace_child_and_grandchild", "trace_metadata_ext4", "trace_lost_events"]
+                "trace_child_and_grandchild", "trace_metadata_ext4", "trace_lost_events",
+                "trace_cgroup_join"]
 READPAGE_CHECKS = ["readpage_cold_read", "readpage_mmap_faults"]
 CACHE_CHECKS = ["cache_cold_warm_cat", "cache_one_cached_one_cold", "cache_write_evict_read",
                 "cache_scattered_preads", "cache_mmap_touches", "cachestat_cold_read"]

@@ -277,6 +277,14 @@ def judge_trace_lost_events(c, results):
     assert t.page_set(f"//unknown/{c['dev']}/{c['ino']}") == set(range(16))
 
 
+def judge_trace_cgroup_join(c, results):
+    t = loaded(c["runs"][0])
+    one_read_per_page(t, c["file"])
+    assert t.page_set(c["file"]) == set(c["cached"]) == set(range(512 * 1024 // PAGE))
+    assert t.pages(c["outside"]) == []
+    assert t.trailer["lost"] == "0"
+
+
 NO_METADATA = "metadata reads are not recorded"
 
 

@@ -1,0 +1,260 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * Containers through their runtime's own inspect: `docker inspect` (the
+ * docker CLI, with DOCKER_HOST if set), else `podman inspect`, run without
+ * a shell. What pagetrace needs is asked with one Go template: the id, the
+ * first process, the storage driver's layer directories (overlay: each
+ * lower layer and the upper one show their files at "/" in the container)
+ * and the mounts (bind mounts: source -> destination).
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdio.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include "container.h"
+#include "mountinfo.h"
+
+static const char TEMPLATE[] =
+	"{{.Id}}\n{{.State.Pid}}\n"
+	"{{with .GraphDriver.Data}}{{range $k, $v := .}}{{if or (eq $k \"LowerDir\") "
+	"(eq $k \"UpperDir\")}}{{$v}}:{{end}}{{end}}{{end}}\n"
+	"{{range .Mounts}}{{.Source}}\t{{.Destination}}\n{{end}}";
+
+/* Runs ARGV; its stdout in OUT (NUL-terminated), its stderr's first line in
+ * ERR. The exit status, or -1 when it could not run. */
+static int run_capture(char *const argv[], char *out, size_t out_size, char *err, size_t err_size)
+{
+	int outp[2], errp[2], status;
+	ssize_t n;
+	size_t used = 0;
+	pid_t pid;
+
+	if (pipe2(outp, O_CLOEXEC) || pipe2(errp, O_CLOEXEC))
+		return -1;
+	pid = fork();
+	if (pid == 0) {
+		dup2(outp[1], 1);
+		dup2(errp[1], 2);
+		execvp(argv[0], argv);
+		dprintf(2, "%s: not found\n", argv[0]);
+		_exit(127);
+	}
+	close(outp[1]);
+	close(errp[1]);
+	while (pid > 0 && used + 1 < out_size && (n = read(outp[0], out + used, out_size - used - 1)) > 0)
+		used += n;
+	out[used] = '\0';
+	n = pid > 0 ? read(errp[0], err, err_size - 1) : 0;
+	err[n > 0 ? n : 0] = '\0';
+	err[strcspn(err, "\n")] = '\0';
+	close(outp[0]);
+	close(errp[0]);
+	if (pid < 0 || waitpid(pid, &status, 0) != pid)
+		return -1;
+	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+static int add_dir(struct container *c, const char *host, const char *inside)
+{
+	if (!*host || c->ndirs >= CONTAINER_MAX_DIRS)
+		return 0;
+	c->dirs[c->ndirs].host = strdup(host);
+	c->dirs[c->ndirs].inside = strdup(inside);
+	if (!c->dirs[c->ndirs].host || !c->dirs[c->ndirs].inside)
+		return -1;
+	c->ndirs++;
+	return 0;
+}
+
+/* The template's answer, line by line. */
+static int parse(char *text, struct container *c)
+{
+	char *save, *line = strtok_r(text, "\n", &save), *layers, *tab;
+
+	if (!line)
+		return 0;
+	snprintf(c->id, sizeof(c->id), "%s", line);
+	c->pid = (line = strtok_r(NULL, "\n", &save)) ? atoi(line) : 0;
+	layers = strtok_r(NULL, "\n", &save);
+	for (char *s2, *dir = layers ? strtok_r(layers, ":", &s2) : NULL; dir; dir = strtok_r(NULL, ":", &s2))
+		if (add_dir(c, dir, ""))
+			return -1;
+	while ((line = strtok_r(NULL, "\n", &save)) && (tab = strchr(line, '\t'))) {
+		*tab = '\0';
+		if (add_dir(c, line, strcmp(tab + 1, "/") ? tab + 1 : ""))
+			return -1;
+	}
+	return 1;
+}
+
+int container_inspect(const char *name, struct container *c, char *why, size_t why_size)
+{
+	static const char *const runtimes[] = { "docker", "podman" };
+	char out[65536], err[2][512];
+
+	memset(c, 0, sizeof(*c));
+	for (int i = 0; i < 2; i++) {
+		char *argv[] = { (char *)runtimes[i], "inspect", "--type", "container", "--format",
+				 (char *)TEMPLATE, (char *)name, NULL };
+
+		if (run_capture(argv, out, sizeof(out), err[i], sizeof(err[i])) == 0 && out[0]) {
+			c->runtime = runtimes[i];
+			return parse(out, c);
+		}
+	}
+	snprintf(why, why_size, "docker: %s; podman: %s", err[0][0] ? err[0] : "does not know it",
+		 err[1][0] ? err[1] : "does not know it");
+	return 0;
+}
+
+/* The mount point of the cgroup2 hierarchy, or of a v1 controller's. */
+struct hierarchy {
+	const char *controller;	/* NULL: cgroup2 */
+	char point[PATH_MAX];
+};
+
+static int find_hierarchy(const struct mount_entry *m, void *arg)
+{
+	struct hierarchy *h = arg;
+	char opts[1024], *save, *o;
+
+	if (strcmp(m->root, "/"))
+		return 0;
+	if (!h->controller && !strcmp(m->fstype, "cgroup2")) {
+		snprintf(h->point, sizeof(h->point), "%s", m->point);
+		return 1;
+	}
+	if (!h->controller || strcmp(m->fstype, "cgroup"))
+		return 0;
+	snprintf(opts, sizeof(opts), "%s", m->options);
+	for (o = strtok_r(opts, ",", &save); o; o = strtok_r(NULL, ",", &save))
+		if (!strcmp(o, h->controller)) {
+			snprintf(h->point, sizeof(h->point), "%s", m->point);
+			return 1;
+		}
+	return 0;
+}
+
+static bool hierarchy_point(const char *controller, char *point, size_t size)
+{
+	struct hierarchy h = { .controller = controller };
+
+	if (for_each_mount(find_hierarchy, &h) <= 0)
+		return false;
+	snprintf(point, size, "%s", h.point);
+	return true;
+}
+
+static bool is_dir(const char *path)
+{
+	struct stat st;
+
+	return !stat(path, &st) && S_ISDIR(st.st_mode);
+}
+
+/* From /proc/PID/cgroup: the cgroup2 line when not the root, else memory's. */
+static bool cgroup_of_pid(pid_t pid, char *dir, size_t size)
+{
+	char path[64], line[PATH_MAX], point[PATH_MAX], memory[PATH_MAX] = "";
+	bool found = false;
+	FILE *file;
+
+	snprintf(path, sizeof(path), "/proc/%d/cgroup", (int)pid);
+	file = fopen(path, "re");
+	if (!file)
+		return false;
+	while (!found && fgets(line, sizeof(line), file)) {
+		char *rel = strchr(line, ':') ? strchr(strchr(line, ':') + 1, ':') : NULL;
+
+		if (!rel)
+			continue;
+		rel[strcspn(rel, "\n")] = '\0';
+		if (!strncmp(line, "0::", 3) && strcmp(rel + 1, "/") && hierarchy_point(NULL, point, sizeof(point))) {
+			snprintf(dir, size, "%s%s", point, rel + 1);
+			found = is_dir(dir);
+		} else if (strstr(line, ":memory:") && hierarchy_point("memory", point, sizeof(point))) {
+			snprintf(memory, sizeof(memory), "%s%s", point, rel + 1);
+		}
+	}
+	fclose(file);
+	if (!found && memory[0] && is_dir(memory))
+		found = snprintf(dir, size, "%s", memory) > 0;
+	return found;
+}
+
+bool container_cgroup_dir(const struct container *c, char *dir, size_t size)
+{
+	/* docker (cgroupfs, systemd) and podman (cgroupfs, systemd) name it so. */
+	static const char *const forms[] = { "/docker/%s", "/system.slice/docker-%s.scope",
+		"/libpod_parent/libpod-%s", "/machine.slice/libpod-%s.scope" };
+	static const char *const hierarchies[] = { NULL, "memory" };
+	char point[PATH_MAX], rel[PATH_MAX];
+
+	if (c->pid > 0 && cgroup_of_pid(c->pid, dir, size))
+		return true;
+	for (int h = 0; h < 2; h++) {
+		if (!hierarchy_point(hierarchies[h], point, sizeof(point)))
+			continue;
+		for (size_t f = 0; f < sizeof(forms) / sizeof(forms[0]); f++) {
+			snprintf(rel, sizeof(rel), forms[f], c->id);
+			snprintf(dir, size, "%s%s", point, rel);
+			if (is_dir(dir))
+				return true;
+		}
+	}
+	return false;
+}
+
+int container_events_open(const char *runtime, const char *name, pid_t *pid)
+{
+	char filter[300];
+	char *argv[] = { (char *)runtime, "events", "--filter", filter, "--filter", "event=create",
+			 "--format", "{{.ID}}", NULL };
+	int fds[2];
+
+	snprintf(filter, sizeof(filter), "container=%s", name);
+	if (pipe2(fds, O_CLOEXEC))
+		return -1;
+	*pid = fork();
+	if (*pid == 0) {
+		int null = open("/dev/null", O_RDWR);
+
+		dup2(fds[1], 1);
+		dup2(null, 2);
+		dup2(null, 0);
+		execvp(argv[0], argv);
+		_exit(127);
+	}
+	close(fds[1]);
+	if (*pid < 0) {
+		close(fds[0]);
+		return -1;
+	}
+	fcntl(fds[0], F_SETFL, O_NONBLOCK);
+	return fds[0];
+}
+
+void container_events_close(int fd, pid_t pid)
+{
+	if (fd >= 0)
+		close(fd);
+	if (pid > 0) {
+		kill(pid, SIGTERM);
+		waitpid(pid, NULL, 0);
+	}
+}
+
+void container_free(struct container *c)
+{
+	for (int i = 0; i < c->ndirs; i++) {
+		free(c->dirs[i].host);
+		free(c->dirs[i].inside);
+	}
+	c->ndirs = 0;
+}

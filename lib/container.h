@@ -1,0 +1,52 @@
+/* A container named by NAME or ID, as docker or podman (whichever knows
+ * it) inspects it: its cgroup, and its image's layer directories (for
+ * paths as the container sees them). For trace --container. */
+#ifndef PAGETRACE_CONTAINER_H
+#define PAGETRACE_CONTAINER_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#define CONTAINER_MAX_DIRS 64
+
+/* A host directory seen at another path in the container. */
+struct container_dir {
+	char *host, *inside;
+};
+
+struct container {
+	const char *runtime;	/* "docker" or "podman" */
+	char id[128];
+	pid_t pid;		/* its first process, 0 while not running */
+	struct container_dir dirs[CONTAINER_MAX_DIRS];	/* layers -> "/", mounts */
+	int ndirs;
+};
+
+/*
+ * Asks docker, then podman, about NAME. 1 when one knows it; 0 when neither
+ * does (WHY says what each said); -1 when out of memory.
+ */
+int container_inspect(const char *name, struct container *c, char *why, size_t why_size);
+
+/*
+ * The cgroup directory of container C, in DIR: from its first process's
+ * /proc/PID/cgroup when it runs (the cgroup2 one, else its memory
+ * controller's), else where docker and podman make it, if it is there yet.
+ * true when found.
+ */
+bool container_cgroup_dir(const struct container *c, char *dir, size_t size);
+
+/*
+ * `RUNTIME events` for containers named NAME being created, their ids one a
+ * line, on the returned fd (non-blocking); *PID is the child to stop with
+ * container_events_close(). -1 when it cannot start. The id arrives as the
+ * runtime creates the container, before it starts it: waiting for it beats
+ * asking inspect again and again, as a container can start and exit
+ * within 0.1 s of being created.
+ */
+int container_events_open(const char *runtime, const char *name, pid_t *pid);
+void container_events_close(int fd, pid_t pid);
+
+void container_free(struct container *c);
+
+#endif

@@ -1,0 +1,245 @@
+"""--cgroup PATH of trace, cachestat and cachetop, on this machine's cgroup
+hierarchies (cgroup2, and a v1 controller's where the machine mounts one).
+
+Each test makes its own cgroup below the test's own (so that no limit the
+test runs under is escaped) and moves a reader into it only after the tool
+has attached: a task is traced from the moment it joins, its children with
+it, and nothing outside the cgroup is. Ground truth: mincore (trace), and
+the pages the reader touches in files the test evicted (the cache tools).
+"""
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+
+import pytest
+
+from conftest import REPO, require_root
+from pagecache_util import evict, write_file
+from test_trace import TRACE, assert_trace_matches_cache
+from test_trace_used import big_ra_ext4, data_dir  # noqa: F401 (fixtures)
+from trace_oracle import Trace
+
+CACHESTAT = os.path.join(REPO, "tracer", "cachestat")
+CACHETOP = os.path.join(REPO, "tracer", "cachetop")
+KiB = 1024
+
+
+def _mounts():
+    """{hierarchy: mount point}: "v2", and each v1 controller."""
+    found = {}
+    with open("/proc/self/mountinfo") as f:
+        for line in f:
+            left, right = line.split(" - ")
+            root, point = left.split()[3:5]
+            fstype, _, options = right.split()
+            if root != "/":
+                continue
+            if fstype == "cgroup2":
+                found["v2"] = point
+            elif fstype == "cgroup":
+                for opt in options.split(","):
+                    found[opt] = point
+    return found
+
+
+def _own_cgroup(hierarchy):
+    """This process's cgroup in @hierarchy ("v2" or a controller)."""
+    with open("/proc/self/cgroup") as f:
+        for line in f:
+            _, controllers, path = line.rstrip("\n").split(":", 2)
+            names = controllers.split(",") if controllers else ["v2"]
+            if hierarchy in names:
+                return path
+    raise LookupError(hierarchy)
+
+
+def _leave(cgroup_dir):
+    """Move every task left in @cgroup_dir to its parent, then remove it."""
+    parent = os.path.dirname(cgroup_dir)
+    for _ in range(50):
+        with open(os.path.join(cgroup_dir, "cgroup.procs")) as f:
+            pids = f.read().split()
+        for pid in pids:
+            try:
+                with open(os.path.join(parent, "cgroup.procs"), "w") as f:
+                    f.write(pid)
+            except (ProcessLookupError, OSError):
+                pass
+        try:
+            os.rmdir(cgroup_dir)
+            return
+        except OSError:
+            time.sleep(0.1)
+    raise AssertionError(f"could not remove {cgroup_dir}")
+
+
+@pytest.fixture(params=["v2", "memory"])
+def cgroup_dir(request):
+    require_root()
+    mounts = _mounts()
+    if request.param not in mounts:
+        pytest.skip(f"this machine mounts no {request.param} cgroup hierarchy")
+    path = os.path.join(mounts[request.param] + _own_cgroup(request.param),
+                        f"pagetrace-test-{os.getpid()}")
+    os.mkdir(path)
+    try:
+        yield path
+    finally:
+        if os.path.isdir(path):
+            _leave(path)
+
+
+def attached(proc, timeout=60):
+    """Waits until PROC has attached its BPF programs: it holds bpf links,
+    and their number has stayed the same for 0.3 s (the tools attach them
+    all in one call). Loading takes about 1 s here, much more when the
+    machine is busy: a fixed sleep is not enough."""
+    deadline, last, since = time.monotonic() + timeout, -1, time.monotonic()
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, proc.communicate()[1]
+        fds = f"/proc/{proc.pid}/fd"
+        links = 0
+        for fd in os.listdir(fds):
+            with contextlib.suppress(OSError):
+                links += os.readlink(os.path.join(fds, fd)) == "anon_inode:bpf_link"
+        if links != last:
+            last, since = links, time.monotonic()
+        elif links and time.monotonic() - since >= 0.3:
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"{proc.args[0]} did not attach within {timeout} s")
+
+
+def reader(join, reads_before, reads_after, child_reads=()):
+    """A python that waits for a line on stdin, reads @reads_before, joins
+    the cgroup @join (writes its pid to cgroup.procs), reads @reads_after,
+    runs cat on @child_reads, then waits for a second line."""
+    return subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import os, subprocess, sys
+        def read(path):
+            with open(path, "rb") as f:
+                while f.read(65536):
+                    pass
+        sys.stdin.readline()
+        for path in {list(reads_before)!r}:
+            read(path)
+        with open({os.path.join(join, "cgroup.procs")!r}, "w") as f:
+            f.write(str(os.getpid()))
+        for path in {list(reads_after)!r}:
+            read(path)
+        for path in {list(child_reads)!r}:
+            subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)
+        print("done", flush=True)
+        sys.stdin.readline()
+        """)], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+
+
+def go(proc):
+    proc.stdin.write("go\n")
+    proc.stdin.flush()
+    assert proc.stdout.readline() == "done\n"
+
+
+def finish(proc):
+    proc.stdin.write("end\n")
+    proc.stdin.close()
+    proc.wait(timeout=30)
+
+
+def files(data_dir, sizes):
+    paths = []
+    for i, size in enumerate(sizes):
+        path = os.path.join(data_dir, f"f{i}.bin")
+        write_file(path, size, seed=i)
+        paths.append(path)
+    evict(*paths)
+    return paths
+
+
+def test_trace_a_task_that_joins_later_and_its_child(data_dir, cgroup_dir):
+    """Recorded from the join on: exact against mincore; the reads before
+    the join, and a reader outside at the same time, not at all. The trace
+    ends by itself, exit 0, when the cgroup is removed."""
+    before, inside, child, outside = files(data_dir, [256 * KiB, 512 * KiB, 128 * KiB, 256 * KiB])
+    tracer = subprocess.Popen([TRACE, "--cgroup", cgroup_dir], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    proc = reader(cgroup_dir, [before], [inside], [child])
+    try:
+        attached(tracer)
+        subprocess.run(["cat", outside], stdout=subprocess.DEVNULL, check=True)
+        go(proc)
+    finally:
+        finish(proc)
+    _leave(cgroup_dir)
+    out, err = tracer.communicate(timeout=30)
+    assert tracer.returncode == 0, err
+    trace = Trace(out)
+    assert_trace_matches_cache(trace, inside)
+    assert_trace_matches_cache(trace, child)
+    assert trace.pages(before) == []
+    assert trace.pages(outside) == []
+    assert trace.header["command"] == "cgroup\\040" + cgroup_dir
+
+
+@pytest.mark.parametrize("cgroup_dir", ["v2"], indirect=True)
+def test_trace_cgroup_as_proc_pid_cgroup_names_it(data_dir, cgroup_dir):
+    """PATH as /proc/PID/cgroup gives it, for the cgroup2 hierarchy."""
+    (inside,) = files(data_dir, [128 * KiB])
+    relative = cgroup_dir[len(_mounts()["v2"]):]
+    tracer = subprocess.Popen([TRACE, "--cgroup", relative, "-d", "4"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True)
+    proc = reader(cgroup_dir, [], [inside])
+    try:
+        attached(tracer)
+        go(proc)
+    finally:
+        finish(proc)
+    out, err = tracer.communicate(timeout=30)
+    assert tracer.returncode == 0, err
+    assert Trace(out).page_set(inside) == set(range(32))
+
+
+@pytest.mark.parametrize("tool", ["cachestat", "cachetop"])
+def test_cache_tools_count_the_cgroup_only(data_dir, cgroup_dir, tool):
+    """The reader reads 1 MiB cold (256 misses), then again (256 hits),
+    after joining; what it read before, and a reader outside, count nothing."""
+    before, inside, outside = files(data_dir, [256 * KiB, 1024 * KiB, 512 * KiB])
+    command = [CACHESTAT, "-j", "--cgroup", cgroup_dir, "60", "1"] if tool == "cachestat" else \
+        [CACHETOP, "-j", "--cgroup", cgroup_dir, "60", "1"]
+    counter = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = reader(cgroup_dir, [before], [inside, inside])
+    try:
+        attached(counter)
+        subprocess.run(["cat", outside], stdout=subprocess.DEVNULL, check=True)
+        go(proc)
+        counter.send_signal(signal.SIGINT)  # the interval ends here
+        out, err = counter.communicate(timeout=30)
+    finally:
+        finish(proc)
+    assert counter.returncode == 0, err
+    (line,) = out.splitlines()
+    sample = json.loads(line)
+    if tool == "cachestat":
+        assert (sample["hits"], sample["misses"], sample["lost"]) == (256, 256, 0)
+    else:
+        assert [(r["pid"], r["hits"], r["misses"]) for r in sample["processes"]] == \
+            [(proc.pid, 256, 256)]
+
+
+@pytest.mark.parametrize("tool", ["trace", "cachestat", "cachetop"])
+@pytest.mark.parametrize("path, why", [
+    ("/nonexistent-cgroup", "No such file or directory"),
+    ("/proc", "not a cgroup directory (nor a cgroup of the cgroup2 hierarchy)"),
+])
+def test_bad_cgroup_one_line_nonzero(tool, path, why):
+    require_root()
+    proc = subprocess.run([os.path.join(REPO, "tracer", tool), "--cgroup", path],
+                          capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 2
+    assert proc.stderr == f"{tool}: cgroup {path}: {why}\n"
+    assert proc.stdout == ""

@@ -1,0 +1,174 @@
+"""trace --container against a real runtime: Debian's docker.io, its daemon
+started here (private socket, data root on a loop-mounted ext4, exec root
+under /run) and stopped on every way out; an image made here with `docker
+import` from a root of a static reader and a data file. No registry.
+
+Not in `make test`: `make test-containers` (it needs docker.io, which
+scripts/install-deps --containers installs). Ground truth: mincore of the
+files in the image's layer directory, which the container's overlay reads.
+"""
+import contextlib
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+import pytest
+
+import loopimg
+from conftest import require_root
+from pagecache_util import PAGE, cached_since_eviction, evict
+from test_cgroup import attached
+from test_trace import TRACE
+from trace_oracle import Trace
+
+MiB = 1 << 20
+DOCKER = "/usr/bin/docker"      # docker.io's CLI, the daemon's own version
+READER_C = r"""
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+/* reader FILE BYTES: read the first BYTES of FILE, 64 KiB at a time. */
+int main(int argc, char **argv)
+{
+	static char buf[65536];
+	long left = argc > 2 ? atol(argv[2]) : 0;
+	int fd = argc > 1 ? open(argv[1], O_RDONLY) : -1;
+	ssize_t n;
+
+	while (fd >= 0 && left > 0 && (n = read(fd, buf, left < 65536 ? left : 65536)) > 0)
+		left -= n;
+	return fd < 0;
+}
+"""
+
+
+def docker(env, *args, **kw):
+    kw.setdefault("check", True)
+    return subprocess.run([DOCKER, *args], env=env, capture_output=True, text=True,
+                          timeout=120, **kw)
+
+
+def _docker_cgroups():
+    """The cgroups dockerd makes for its containers' parent, /docker, in
+    each hierarchy (cgroupfs driver)."""
+    return {os.path.join("/sys/fs/cgroup", h, "docker") for h in os.listdir("/sys/fs/cgroup")
+            if os.path.isdir(os.path.join("/sys/fs/cgroup", h, "docker"))} | \
+        ({"/sys/fs/cgroup/docker"} if os.path.isdir("/sys/fs/cgroup/docker") else set())
+
+
+@contextlib.contextmanager
+def daemon(data_root):
+    """dockerd on a private socket; stopped (its containers with it) on exit,
+    and the parent cgroups it made removed."""
+    had = _docker_cgroups()
+    run_dir = tempfile.mkdtemp(prefix="pagetrace-test-docker-", dir="/run")
+    sock = os.path.join(run_dir, "docker.sock")
+    env = dict(os.environ, DOCKER_HOST=f"unix://{sock}",
+               PATH="/usr/bin:/usr/sbin:" + os.environ.get("PATH", ""))
+    log = open(os.path.join(run_dir, "dockerd.log"), "w")
+    proc = subprocess.Popen(["dockerd", "--iptables=false", "--bridge=none",
+                             "--data-root", data_root, "--exec-root", os.path.join(run_dir, "exec"),
+                             "-H", f"unix://{sock}", "--pidfile", os.path.join(run_dir, "docker.pid"),
+                             "--containerd-namespace", "pagetrace-test",
+                             "--containerd-plugins-namespace", "pagetrace-test-plugins"],
+                            stdout=log, stderr=subprocess.STDOUT, env=env)
+    try:
+        deadline = time.monotonic() + 60
+        while docker(env, "version", check=False).returncode != 0:
+            assert proc.poll() is None, open(log.name).read()[-2000:]
+            assert time.monotonic() < deadline, "dockerd did not answer within 60 s"
+            time.sleep(0.2)
+        yield env
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+        log.close()
+        shutil.rmtree(run_dir, ignore_errors=True)
+        for cgroup in _docker_cgroups() - had:
+            with contextlib.suppress(OSError):
+                os.rmdir(cgroup)
+
+
+@pytest.fixture(scope="module")
+def image(tmp_path_factory):
+    """(env, layer directory) of the image pagetrace-test:1: /reader, /data/f."""
+    require_root()
+    assert shutil.which("dockerd"), "dockerd is missing: scripts/install-deps --containers"
+    root = tmp_path_factory.mktemp("root")
+    os.makedirs(root / "data")
+    (root / "reader.c").write_text(READER_C)
+    subprocess.run(["cc", "-static", "-O2", "-o", str(root / "reader"), str(root / "reader.c")],
+                   check=True)
+    os.unlink(root / "reader.c")
+    with open(root / "data" / "f", "wb") as f:
+        f.write(os.urandom(4 * MiB))
+    with loopimg.loop_mount("ext4", size_mib=512) as (mnt, loop):
+        # Readahead of the container's first MiB stays well below the host's
+        # last one (at most one window past what it read).
+        with open(f"/sys/block/{os.path.basename(loop)}/queue/read_ahead_kb", "w") as f:
+            f.write("128")
+        with daemon(os.path.join(mnt, "docker")) as env:
+            tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
+            subprocess.run([DOCKER, "import", "-", "pagetrace-test:1"], stdin=tar.stdout,
+                           env=env, check=True, capture_output=True)
+            tar.wait()
+            layer = docker(env, "image", "inspect", "-f", "{{.GraphDriver.Data.UpperDir}}",
+                           "pagetrace-test:1").stdout.strip()
+            yield env, layer
+
+
+def test_container_started_by_the_daemon_traced_with_wait(image):
+    """Named before it exists, started detached by dockerd: its pages are the
+    kernel's (mincore of its layer's files), under the image's paths; a host
+    reader of the same file at the same time is not recorded; its exit ends
+    the trace, exit 0."""
+    env, layer = image
+    data, reader = os.path.join(layer, "data", "f"), os.path.join(layer, "reader")
+    evict(data, reader)
+    tracer = subprocess.Popen([TRACE, "-x", "--container", "pt-wait", "--wait",
+                               "--paths", "container"], stdout=subprocess.PIPE,
+                              stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        attached(tracer)
+        started = time.monotonic()
+        # The container reads the first MiB; the host, at the same time, the last.
+        docker(env, "run", "-d", "--name", "pt-wait", "pagetrace-test:1",
+               "/reader", "/data/f", str(MiB))
+        fd = os.open(data, os.O_RDONLY)
+        os.pread(fd, MiB, 3 * MiB)
+        os.close(fd)
+        out, err = tracer.communicate(timeout=60)
+        ended = time.monotonic() - started
+    finally:
+        if tracer.poll() is None:
+            tracer.kill()
+            tracer.wait()
+        docker(env, "rm", "-f", "pt-wait", check=False)
+    assert tracer.returncode == 0, err
+    trace = Trace(out)
+    assert trace.header["paths"] == "container"
+    assert trace.header["command"] == "container\\040pt-wait"
+    cached = cached_since_eviction(data)
+    host_pages = set(range(3 * MiB // PAGE, 4 * MiB // PAGE))
+    assert host_pages <= cached, "the host reader's pages are not in the cache"
+    assert trace.page_set("/data/f") == cached - host_pages, (err, sorted(trace.paths())[:20])
+    assert trace.page_set("/data/f") >= set(range(MiB // PAGE))
+    assert trace.page_set("/reader") == cached_since_eviction(reader)
+    assert not [p for p in trace.paths() if p.startswith(os.path.dirname(layer))]
+    assert ended < 30, f"the trace ended {ended:.1f} s after the start"
+
+
+def test_unknown_container_one_line(image):
+    env, _ = image
+    proc = subprocess.run([TRACE, "--container", "pt-no-such"], capture_output=True, text=True,
+                          env=env, timeout=60)
+    assert proc.returncode == 1
+    assert proc.stderr.startswith("trace: container pt-no-such: docker: ")
+    assert len(proc.stderr.splitlines()) == 1 and proc.stdout == ""

@@ -1,0 +1,136 @@
+// SPDX-License-Identifier: GPL-2.0
+/*
+ * trace --container NAME [--wait] [--paths container]: the container's
+ * cgroup becomes the traced cgroup (traced_tasks.bpf.h), found through
+ * docker's or podman's inspect (lib/container.c); with --wait, once it
+ * appears, while the programs are already attached, so that a container
+ * started after trace is traced from its first process on. Its layer
+ * directories and mounts become the path views of paths.c.
+ */
+#define _GNU_SOURCE
+#include <limits.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <unistd.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+#include "container.h"
+#include "errmsg.h"
+#include "paths.h"
+#include "trace_run.h"
+#include "trace.skel.h"
+
+static struct container container;
+/* --wait: the runtime's events, for the id of the container as it is created. */
+static int events_fd = -1;
+static pid_t events_pid = -1;
+
+/* The runtime to wait on for a container neither knows yet: docker if its
+ * daemon answers, else podman. */
+static const char *runtime_running(void)
+{
+	return system("docker version >/dev/null 2>&1") == 0 ? "docker" : "podman";
+}
+
+/* An id from the events, if one came: the container is being created. */
+static bool created_id(char *id, size_t size)
+{
+	char line[256];
+	ssize_t n = events_fd >= 0 ? read(events_fd, line, sizeof(line) - 1) : -1;
+
+	if (n <= 0)
+		return false;
+	line[n] = '\0';
+	n = (ssize_t)strcspn(line, "\n");
+	if ((size_t)n >= size)
+		n = (ssize_t)size - 1;
+	memcpy(id, line, (size_t)n);
+	id[n] = '\0';
+	return n > 0;
+}
+
+/* Before loading: the container must be known and running, unless --wait. */
+int container_target_check(void)
+{
+	char why[1200], what[300];
+	int known = container_inspect(opts.container, &container, why, sizeof(why));
+
+	snprintf(what, sizeof(what), "container %s", opts.container);
+	if (known < 0)
+		return errmsg(NULL, "out of memory"), -1;
+	if (!known && !opts.wait)
+		return errmsg(what, "%s", why), -1;
+	if (known && !container.pid && !opts.wait)
+		return errmsg(what, "not running (give --wait to trace its next start)"), -1;
+	if (opts.wait && !container.pid)
+		events_fd = container_events_open(container.runtime ? container.runtime :
+						  runtime_running(), opts.container, &events_pid);
+	return 0;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec t = { 0, ms * 1000000L };
+
+	nanosleep(&t, NULL);
+}
+
+/* Found: trace its cgroup from now on, and show paths as it sees them. */
+static int target(struct trace_bpf *skel, const char *dir)
+{
+	char why[1200], id[sizeof(container.id)];
+
+	if (cgroup_target_resolve(dir, &opts.cgroup))
+		return -1;
+	skel->data->target_cgroup_subsys = opts.cgroup.subsys;
+	skel->bss->target_cgroup_level = opts.cgroup.level;
+	__atomic_store_n(&skel->bss->target_cgroup_id, opts.cgroup.id, __ATOMIC_RELEASE);
+	opts.cgroup_path = opts.cgroup.path;
+	container_events_close(events_fd, events_pid);
+	events_fd = -1;
+	/* Known by its id from the events only: its layers, for the paths. */
+	snprintf(id, sizeof(id), "%s", container.id);
+	if (!container.ndirs && opts.paths_container) {
+		container_free(&container);
+		if (container_inspect(id, &container, why, sizeof(why)) <= 0)
+			return errmsg(opts.container, "%s", why), -1;
+	}
+	if (opts.paths_container)
+		set_path_views(container.dirs, container.ndirs);
+	return 0;
+}
+
+/*
+ * After attaching: find the container's cgroup, asking the runtime again
+ * every 50 ms until it knows the container, and looking for the cgroup
+ * every millisecond once it does. 0 when found; 1 when *stop became true
+ * first; -1 on an error (said).
+ */
+int container_target_wait(struct trace_bpf *skel, volatile sig_atomic_t *stop)
+{
+	char dir[PATH_MAX], why[1200];
+	int known = container.id[0] != 0;
+
+	for (unsigned long i = 0; !*stop; i++) {
+		if (created_id(container.id, sizeof(container.id)))
+			known = 1;
+		if (known && container_cgroup_dir(&container, dir, sizeof(dir)))
+			return target(skel, dir);
+		if (events_fd < 0 && i % 50 == 0) {
+			container_free(&container);
+			known = container_inspect(opts.container, &container, why, sizeof(why));
+			if (known < 0)
+				return errmsg(NULL, "out of memory"), -1;
+		}
+		sleep_ms(1);
+	}
+	return 1;
+}
+
+void container_target_free(void)
+{
+	container_events_close(events_fd, events_pid);
+	events_fd = -1;
+	container_free(&container);
+}
