@@ -6,6 +6,8 @@ need root. They fail (not skip) without it, so that a run that did not test
 them cannot pass as one that did. The mounting itself lives in loopimg.py.
 """
 import os
+import select
+import time
 
 import pytest
 
@@ -13,6 +15,23 @@ import loopimg
 from loopimg import require_root  # noqa: F401  (the test modules import it from here)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def wait_ready(proc, tool, timeout=60):
+    """Waits for TOOL's readiness line on PROC's stderr (a pipe, text mode):
+    every program attached. Returns the lines before it; fails when PROC ends
+    or TIMEOUT passes without it."""
+    ready = f"{tool}: Tracing... Hit Ctrl-C to end.\n"
+    before, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not select.select([proc.stderr], [], [], deadline - time.monotonic())[0]:
+            break
+        line = proc.stderr.readline()
+        if line == ready:
+            return before
+        assert line, f"{tool} ended before it was ready: {''.join(before)}"
+        before.append(line)
+    raise AssertionError(f"{tool}: not ready after {timeout} s: {''.join(before)}")
 
 
 @pytest.fixture(scope="module")

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "errmsg.h"
+#include "attach_choice.h"
 #include "cache_load.h"
 
 #define TOOL "cachestat"
@@ -24,6 +25,7 @@ static struct options {
 	struct interval_args every;	/* [INTERVAL [COUNT]] */
 	bool json;
 	bool verbose;
+	bool budget;
 } opts = { .every.seconds = 1.0 };
 
 const char *argp_program_version = TOOL " (pagetrace) " PAGETRACE_VERSION;
@@ -44,12 +46,18 @@ static const char doc[] =
 "  sudo pagetrace-cachestat              # every second, until Ctrl-C\n"
 "  sudo pagetrace-cachestat 5 12         # every 5 s, for a minute\n"
 "  sudo pagetrace-cachestat -j 1 10 > cache.jsonl   # one JSON object a line\n"
+"  sudo pagetrace-cachestat --budget    # verified instructions and stack\n"
 "\n"
 "OPTIONS:";
+
+enum { OPT_BUDGET = 0x100 };
 
 static const struct argp_option argp_options[] = {
 	{ "json", 'j', NULL, 0, "One JSON object per interval, one per line", 0 },
 	{ "verbose", 'v', NULL, 0, "Show libbpf's messages", 0 },
+	{ "budget", OPT_BUDGET, NULL, 0, "Count nothing: load cachestat's and cachetop's programs "
+	  "with each attach mode and print their verified instructions and stack; exit 1 above "
+	  "500000 or 448 bytes", 0 },
 	{},
 };
 
@@ -58,6 +66,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	switch (key) {
 	case 'j': opts.json = true; break;
 	case 'v': opts.verbose = true; break;
+	case OPT_BUDGET: opts.budget = true; break;
 	case ARGP_KEY_ARG:
 		interval_argument(state, &opts.every, arg);
 		break;
@@ -146,12 +155,17 @@ int main(int argc, char **argv)
 		return 2;
 	if (geteuid() != 0)
 		return errmsg(NULL, "needs root (it loads BPF programs): run it with sudo"), 1;
+	if (opts.budget && opts.every.given)
+		return errmsg("--budget", "counts nothing: give it no INTERVAL or COUNT"), 2;
+	if (opts.budget)
+		return cache_budget(opts.verbose);
 	load.verbose = opts.verbose;
 	skel = cache_load(&load);
 	if (!skel)
 		return 1;
 	sigaction(SIGINT, &action, NULL);
 	sigaction(SIGTERM, &action, NULL);
+	say_ready(TOOL);
 	if (!opts.json)
 		printf("%10s %10s %10s %8s %11s %11s\n", "HITS", "MISSES", "DIRTIES", "HIT%",
 		       "BUFFERS_MB", "CACHED_MB");

@@ -41,6 +41,7 @@ struct options {
 	bool no_bpf_loop;	/* test the pre-5.17 walk on any kernel */
 	bool used;		/* --used: format 2, access and map records */
 	unsigned long page_states;	/* --page-states: entries of 64 pages, 0 = default */
+	bool budget;		/* --budget: the verifier's figures, nothing traced */
 };
 
 extern struct options opts;
@@ -82,5 +83,7 @@ void report(const struct lost_counts *lost, unsigned long long duration_us);
 int libbpf_print(enum libbpf_print_level level, const char *format, va_list args);
 struct trace_bpf *load_programs(void);
 struct lost_counts read_lost(struct trace_bpf *skel);
+/* --budget (bpf_budget.h): the exit status. */
+int trace_budget(void);
 
 #endif /* PAGETRACE_TRACE_RUN_H */
