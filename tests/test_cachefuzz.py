@@ -37,10 +37,21 @@ def test_random_scripts_match_the_kernel(fstype, tmp_path):
     # Every file of every script compared, in both tools.
     assert tally["files"] == 2 * sum(len(cachefuzz.generate(s)["files"]) for s in SEEDS)
     print(json.dumps(tally))
+    assert not cachefuzz_check.too_much_skipped(tally, dirties=cachefuzz_check.MAX_SKIPPED_FILES)
     assert mismatches == [], "\n".join(
         [json.dumps(m) for m in mismatches] +
         [f"replay: make fuzz-cache SEED={s}" for s in sorted({m['seed'] for m in mismatches
                                                                if 'seed' in m})])
+
+
+def test_a_run_that_skips_too_much_fails():
+    tally = {"files": 800, "compared": 4000, "skipped_files": 8, "skipped_dirties": 8}
+    assert cachefuzz_check.too_much_skipped(tally, dirties=0.01) == []
+    assert len(cachefuzz_check.too_much_skipped(dict(tally, skipped_files=9))) == 1
+    assert len(cachefuzz_check.too_much_skipped(dict(tally, skipped_dirties=9), 0.01)) == 1
+    assert len(cachefuzz_check.too_much_skipped(dict(tally, compared=2399))) == 1
+    everything = dict(tally, compared=0, skipped_files=800, skipped_dirties=800)
+    assert len(cachefuzz_check.too_much_skipped(everything)) == 3
 
 
 def test_generator_is_deterministic_and_covers_every_step():

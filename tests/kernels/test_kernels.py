@@ -499,6 +499,8 @@ def judge_cachefuzz(c, results):
                f"{tally['skipped_pages']} undecidable pages "
                f"skipped in {tally['skipped_files']} of {tally['files']} file runs, "
                f"dirties of {tally['skipped_dirties']} skipped, {run['seconds']:.0f} s")
+    skipped = cachefuzz_check.too_much_skipped(tally)
+    assert not skipped, f"{summary}: " + "; ".join(skipped)
     if mismatches:
         kernel = results["kernel"]["release"]
         bad = sorted({m["seed"] for m in mismatches if "seed" in m})
@@ -656,7 +658,7 @@ def test_cachefuzz_judgement():
         judge_cachefuzz(crashed, {})
     seeds = [1, 2]
     files = 2 * sum(len(cachefuzz.generate(s)["files"]) for s in seeds)
-    tally = {"scripts": 2, "files": files, "compared": 40, "skipped_pages": 0,
+    tally = {"scripts": 2, "files": files, "compared": 5 * files, "skipped_pages": 0,
              "skipped_files": 0, "skipped_dirties": 0}
     wrong = {"fs": "ext4", "seed": 1, "tool": "cachetop", "count": "hits", "expected": 3,
              "got": 4}
