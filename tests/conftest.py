@@ -4,6 +4,8 @@ The tracer, replay and cache tests run against the real kernel: they load
 BPF programs, mount loop devices and drop pages from the page cache, so they
 need root. They fail (not skip) without it, so that a run that did not test
 them cannot pass as one that did. The mounting itself lives in loopimg.py.
+The tests that need no root are marked `unit`: `pytest -m unit` runs them as
+any user.
 """
 import os
 import select
@@ -15,6 +17,12 @@ import loopimg
 from loopimg import require_root  # noqa: F401  (the test modules import it from here)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "unit: needs no root and leaves the machine alone; `pytest -m unit` runs "
+        "these as a normal user")
 
 
 def wait_ready(proc, tool, timeout=60):

@@ -44,6 +44,7 @@ def test_random_scripts_match_the_kernel(fstype, tmp_path):
                                                                if 'seed' in m})])
 
 
+@pytest.mark.unit
 def test_a_run_that_skips_too_much_fails():
     tally = {"files": 800, "compared": 4000, "skipped_files": 8, "skipped_dirties": 8}
     assert cachefuzz_check.too_much_skipped(tally, dirties=0.01) == []
@@ -54,6 +55,7 @@ def test_a_run_that_skips_too_much_fails():
     assert len(cachefuzz_check.too_much_skipped(everything)) == 3
 
 
+@pytest.mark.unit
 def test_generator_is_deterministic_and_covers_every_step():
     scripts = [cachefuzz.generate(s) for s in SEEDS]
     assert scripts == [cachefuzz.generate(s) for s in SEEDS]
@@ -71,6 +73,7 @@ def test_generator_is_deterministic_and_covers_every_step():
     assert {s["read_ahead_kb"] for s in scripts} == set(cachefuzz.READ_AHEAD_KB)
 
 
+@pytest.mark.unit
 def test_model_on_a_hand_made_log():
     """The comparator's model, on observations written by hand: a cold read
     of pages 0-1 that reads 0-3, a touch of page 3 that maps 2 besides, a
@@ -126,6 +129,7 @@ def test_model_on_a_hand_made_log():
     assert model.undecidable == {0, 1, 2, 3}
 
 
+@pytest.mark.unit
 def test_fault_around_range_is_do_fault_around():
     """mm/memory.c do_fault_around(): 16 pages aligned in the page table,
     cut by the mapping's start and end."""

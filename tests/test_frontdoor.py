@@ -4,6 +4,8 @@ import os
 import re
 import subprocess
 
+import pytest
+
 from conftest import REPO
 from pagetrace.cli import VERBS
 from pagetrace.core.c_tools import C_TOOLS
@@ -36,6 +38,7 @@ def test_help_lists_every_verb_on_one_line():
     assert set(listed) == set(FRONT_VERBS + ANALYSIS_VERBS), done.stdout
 
 
+@pytest.mark.unit
 def test_the_verb_tables_are_the_whole_list():
     """Not vacuous: the tables hold the verbs docs/architecture.md names,
     the C tools among them."""

@@ -253,6 +253,7 @@ def test_not_root(tool):
     assert proc.stderr == f"{tool}: needs root (it loads BPF programs): run it with sudo\n"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("tool", ["cachetop", "cachestat"])
 def test_help_and_version(tool):
     path = os.path.join(REPO, "tracer", tool)
