@@ -115,6 +115,7 @@ def imports_of(name, path):
     return {m for m in found if m in known and m != name}
 
 
+@pytest.mark.unit
 def test_layers_import_only_downwards():
     wrong = []
     for name, path in modules():
@@ -129,6 +130,7 @@ def test_layers_import_only_downwards():
     assert wrong == []
 
 
+@pytest.mark.unit
 def test_no_import_cycle():
     graph = {name: imports_of(name, path) for name, path in modules()}
     # A package imports its own submodules' names: not a cycle of design.
@@ -151,6 +153,7 @@ def test_no_import_cycle():
     assert cycles == []
 
 
+@pytest.mark.unit
 def test_the_old_module_paths_are_aliases():
     """pagetrace.X of 0.2 is the module that moved, not a copy of it."""
     probe = ("import importlib, sys; sys.path.insert(0, sys.argv[1]); "
@@ -168,6 +171,7 @@ def standard_library_modules():
             if name.split(".")[1:2] in (["core"], ["tools"])]
 
 
+@pytest.mark.unit
 @pytest.mark.skipif(not os.access(SYSTEM_PYTHON, os.X_OK),
                     reason="no system Python")
 def test_core_and_tools_import_without_numpy_pandas_pyarrow():
@@ -201,6 +205,7 @@ def argparse_table(node):
     return calls >= 10
 
 
+@pytest.mark.unit
 def test_modules_and_functions_are_short():
     long = []
     for name, path in modules():
@@ -265,8 +270,6 @@ C_LONG_FILES = {
     # the C reader moved from replay/ as it was; splitting its header
     # parsing from its record parsing is left for a change of its own
     "lib/tracefile.c",
-    # the BPF side, changed by its owner (kernel compatibility)
-    "tracer/page_access.bpf.h",
 }
 
 

@@ -148,6 +148,22 @@ static unsigned long deepest_chain(const int *start, int count, const int *calls
 	return own + deepest;
 }
 
+/*
+ * The deepest chain into *@deepest, from @insn's calls, when its subprograms
+ * are the @nframes of the log. Returns how many subprograms @insn has.
+ */
+static int chain_of(const struct bpf_insn *insn, int n, bool xlated, const unsigned long *frame,
+		    int nframes, unsigned long *deepest)
+{
+	int start[BUDGET_SUBPROGS], *calls = insn && n > 0 ? calloc(n, sizeof(*calls)) : NULL;
+	int count = calls ? find_subprogs(insn, n, xlated, start, calls) : -1;
+
+	if (count == nframes)
+		*deepest = deepest_chain(start, count, calls, n, frame, 0, 0);
+	free(calls);
+	return count;
+}
+
 /* The instructions as the kernel kept them (its dead code removed), or NULL. */
 static struct bpf_insn *xlated_insns(int fd, int *n)
 {
@@ -171,18 +187,18 @@ static struct bpf_insn *xlated_insns(int fd, int *n)
 
 /*
  * The log's "stack depth A+B+..." (one frame a subprogram, in order): the
- * frames as written, and the deepest chain of calls, from the kernel's
- * translation; the sum of every frame where the subprograms found are not
- * the log's (marked "(sum)").
+ * frames as written, and the deepest chain of calls: from the kernel's
+ * translation, else from the instructions libbpf loaded (all subprograms,
+ * dead or not: a superset of the calls); the sum of every frame where
+ * neither has the log's subprograms (marked "(sum)").
  */
 static unsigned long stack_depth(const struct bpf_program *prog, const char *log, char *frames,
 				 size_t size)
 {
-	int n = 0, start[BUDGET_SUBPROGS], count, nframes = 0;
+	int n = 0, count, nframes = 0;
 	struct bpf_insn *insn = xlated_insns(bpf_program__fd(prog), &n);
 	const char *p = strstr(log, "stack depth ");
 	unsigned long frame[BUDGET_SUBPROGS], sum = 0;
-	int *calls;
 	char *end;
 
 	snprintf(frames, size, "-");
@@ -196,13 +212,13 @@ static unsigned long stack_depth(const struct bpf_program *prog, const char *log
 			break;
 		sum += frame[nframes++];
 	}
-	calls = insn && n > 0 ? calloc(n, sizeof(*calls)) : NULL;
-	count = calls ? find_subprogs(insn, n, true, start, calls) : -1;
-	if (count == nframes)
-		sum = deepest_chain(start, count, calls, n, frame, 0, 0);
-	else
+	count = chain_of(insn, n, true, frame, nframes, &sum);
+	/* 6.1 prints the frames of subprograms its dead code removal emptied. */
+	if (count != nframes)
+		count = chain_of(bpf_program__insns(prog), bpf_program__insn_cnt(prog), false, frame,
+				 nframes, &sum);
+	if (count != nframes)
 		snprintf(frames + strlen(frames), size - strlen(frames), "(sum)");
-	free(calls);
 	free(insn);
 	return sum;
 }

@@ -7,9 +7,12 @@
  * BUDGET_MAX_STACK of its 512 bytes.
  *
  * The instructions are bpf_prog_info.verified_insns (kernels >= 5.16), else
- * the verifier log's "processed N insns". The stack is the sum of the frames
- * of the log's "stack depth A+B+..." line (one a subprogram): no call chain
- * is deeper than that sum, so the ceiling holds for the deepest chain.
+ * the verifier log's "processed N insns". The stack is the deepest chain of
+ * calls (bpf-to-bpf, and bpf_loop's callbacks), each frame the log's "stack
+ * depth A+B+..." rounded up to 32 bytes and summed, the verifier's rule
+ * before 6.8 (since, 16 with a JIT). The frames are printed after bpf_loop's
+ * inlining adds 24 bytes to a caller that the verifier's own check did not
+ * count: an upper bound of what it checked, and of the stack used.
  */
 #ifndef PAGETRACE_BPF_BUDGET_H
 #define PAGETRACE_BPF_BUDGET_H

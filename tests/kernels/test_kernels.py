@@ -453,8 +453,9 @@ def judge_budget(c, results):
     said = []
     for run in c["runs"]:
         rows = test_budget.parse(run["stdout"])
-        if not rows:
-            refusal(run)
+        if not rows:   # its header and "not loadable" lines are not a record
+            refusal(dict(run, stdout="".join(line for line in run["stdout"].splitlines(True)
+                                             if not line.startswith("#"))))
         assert rows, f"exit {run['rc']}: {run['stderr'][-1500:]}"
         over = test_budget.judge(rows, {p for _, p, _, _ in rows},
                                  test_budget.KNOWN_OVER_ON.get(c["kernel"], {}))
