@@ -50,6 +50,7 @@ KNOWN_OVER = {
 # name, measured there on 2026-11-27 (6.1: the fexit fallback of
 # filemap_map_pages, no mm_filemap_map_pages tracepoint).
 KNOWN_OVER_ON = {
+    "host": KNOWN_OVER,
     "6.1": {
         ("trace", "btf_bio_queue", "tp_btf", "default"): (MAX_INSNS, 544),
         ("trace", "btf_bio_queue", "tp_btf", "-x,--used"): (MAX_INSNS, 544),

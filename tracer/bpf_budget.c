@@ -58,13 +58,22 @@ static const char *log_of(const struct bpf_program *prog)
 	return "";
 }
 
+/* The line of @log that starts with @start, or NULL. */
+static const char *log_line(const char *log, const char *start)
+{
+	for (const char *line = log; line && *line; line = strchr(line, '\n'), line = line ? line + 1 : NULL)
+		if (!strncmp(line, start, strlen(start)))
+			return line;
+	return NULL;
+}
+
 /* The verifier's instruction count: from the kernel, else from its log. */
 static unsigned long verified_insns(const struct bpf_program *prog, const char *log,
 				    const char **source)
 {
 	struct bpf_prog_info info = {};
 	__u32 len = sizeof(info);
-	const char *p = strstr(log, "processed ");
+	const char *p = log_line(log, "processed ");
 	unsigned long n = 0;
 
 	*source = "info";
@@ -196,22 +205,32 @@ static unsigned long stack_depth(const struct bpf_program *prog, const char *log
 				 size_t size)
 {
 	int n = 0, count, nframes = 0;
-	struct bpf_insn *insn = xlated_insns(bpf_program__fd(prog), &n);
-	const char *p = strstr(log, "stack depth ");
+	const char *p = log_line(log, "stack depth ");
 	unsigned long frame[BUDGET_SUBPROGS], sum = 0;
+	struct bpf_insn *insn;
 	char *end;
 
-	snprintf(frames, size, "-");
+	snprintf(frames, size, "?no-stack-depth-line");
 	if (!p)
 		return 0;
 	p += strlen("stack depth ");
-	snprintf(frames, size, "%.*s", (int)strcspn(p, " \n"), p);
+	snprintf(frames, size, "%.*s", (int)strcspn(p, "\n"), p);
 	for (const char *q = frames; *q && nframes < BUDGET_SUBPROGS; q = *end == '+' ? end + 1 : end) {
 		frame[nframes] = strtoul(q, &end, 10);
-		if (end == q)
+		if (end == q || (*end && *end != '+'))
 			break;
 		sum += frame[nframes++];
 	}
+	if (!nframes || frames[strspn(frames, "0123456789+")]) {
+		/* A form of the line this tool does not know: said, never taken for 0. */
+		memmove(frames + 1, frames, strnlen(frames, size - 2) + 1);
+		frames[0] = '?';
+		frames[size - 1] = '\0';
+		for (char *c = frames; *c; c++)
+			*c = *c == ' ' ? '_' : *c;
+		return 0;
+	}
+	insn = xlated_insns(bpf_program__fd(prog), &n);
 	count = chain_of(insn, n, true, frame, nframes, &sum);
 	/* 6.1 prints the frames of subprograms its dead code removal emptied. */
 	if (count != nframes)
@@ -247,7 +266,7 @@ int budget_report(FILE *f, struct bpf_object *obj, bool loaded, const char *tool
 		char frames[64], row[160];
 		unsigned long insns, stack;
 
-		bool refused = !loaded && strstr(log, "processed ");
+		bool refused = !loaded && log_line(log, "processed ");
 
 		if (!refused && (!loaded || !bpf_program__autoload(prog) || bpf_program__fd(prog) < 0))
 			continue;
@@ -258,8 +277,11 @@ int budget_report(FILE *f, struct bpf_object *obj, bool loaded, const char *tool
 		fprintf(f, "%-10s %-12s %-7s %-30s %7lu %-4s %4lu %s\n", tool, config, flavour,
 			bpf_program__name(prog), insns, source, stack, frames);
 		note_largest(row, insns, stack);
+		if (frames[0] == '?')
+			errmsg("budget", "%s: the verifier's log says no stack depth this tool reads: "
+			       "'stack depth %s'", row, frames + 1);
 		if (refused || insns > BUDGET_MAX_INSNS || stack > BUDGET_MAX_STACK ||
-		    !strcmp(source, "none")) {
+		    !strcmp(source, "none") || frames[0] == '?') {
 			errmsg("budget", "%s: %lu instructions (ceiling %d), stack %lu bytes (ceiling %d)",
 			       row, insns, BUDGET_MAX_INSNS, stack, BUDGET_MAX_STACK);
 			over++;
