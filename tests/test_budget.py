@@ -61,6 +61,8 @@ KNOWN_OVER_ON = {
         ("cachestat", "fexit_map_pages", "raw_tp", "cachestat"): (MAX_INSNS, 512),
         ("cachetop", "fexit_map_pages", "tp_btf", "-c"): (MAX_INSNS, 512),
         ("cachetop", "fexit_map_pages", "raw_tp", "-c"): (MAX_INSNS, 512),
+        ("cachestat", "btf_read_syscall", "tp_btf", "cachestat"): (MAX_INSNS, 480),
+        ("cachestat", "raw_read_syscall", "raw_tp", "cachestat"): (MAX_INSNS, 480),
         ("cachetop", "btf_read_syscall", "tp_btf", "-c"): (MAX_INSNS, 480),
         ("cachetop", "raw_read_syscall", "raw_tp", "-c"): (MAX_INSNS, 480),
     },

@@ -774,7 +774,7 @@ def budget_table(outcomes, results):
              "(bpf_prog_info.verified_insns, or the verifier log's count before 5.16) / deepest",
              "stack in bytes (the log's frames, each rounded up to 32 bytes as the verifier did",
              "before 6.8, summed along the deepest chain of calls). Ceilings: 500,000 and 448;",
-             "**bold**: above one (tests/test_budget.py's KNOWN_OVER holds those at their figure).",
+             "**bold**: above one (tests/test_budget.py's KNOWN_OVER_ON holds those, by kernel, at their figure).",
              "", "| tool | program | " + " | ".join(f"{k} tp_btf | {k} raw_tp" for k in kernels)
              + " |", "| --- | --- | " + " | ".join("---: | ---:" for _ in kernels) + " |"]
     for (tool, program), cell in sorted(figures.items()):
