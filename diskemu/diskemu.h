@@ -11,7 +11,7 @@
 
 #include "drive_model.h"
 
-#define DISKEMU_VERSION "0.1"
+#define DISKEMU_VERSION PAGETRACE_VERSION	/* the one version (analysis/pagetrace/VERSION) */
 
 struct diskemu_options {
 	const char *image;

@@ -4,8 +4,12 @@ The tracer, replay and cache tests run against the real kernel: they load
 BPF programs, mount loop devices and drop pages from the page cache, so they
 need root. They fail (not skip) without it, so that a run that did not test
 them cannot pass as one that did. The mounting itself lives in loopimg.py.
+The tests that need no root are marked `unit`: `pytest -m unit` runs them as
+any user.
 """
 import os
+import select
+import time
 
 import pytest
 
@@ -13,6 +17,29 @@ import loopimg
 from loopimg import require_root  # noqa: F401  (the test modules import it from here)
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "unit: needs no root and leaves the machine alone; `pytest -m unit` runs "
+        "these as a normal user")
+
+
+def wait_ready(proc, tool, timeout=60):
+    """Waits for TOOL's readiness line on PROC's stderr (a pipe, text mode):
+    every program attached. Returns the lines before it; fails when PROC ends
+    or TIMEOUT passes without it."""
+    ready = f"{tool}: Tracing... Hit Ctrl-C to end.\n"
+    before, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if not select.select([proc.stderr], [], [], deadline - time.monotonic())[0]:
+            break
+        line = proc.stderr.readline()
+        if line == ready:
+            return before
+        assert line, f"{tool} ended before it was ready: {''.join(before)}"
+        before.append(line)
+    raise AssertionError(f"{tool}: not ready after {timeout} s: {''.join(before)}")
 
 
 @pytest.fixture(scope="module")

@@ -13,6 +13,8 @@ from pagetrace import (cli, export, merge, metrics, model, plots, read_trace,
                        startup, synth)
 from pagetrace.formats import read_plan, read_startup_runs
 
+pytestmark = pytest.mark.unit   # needs no root (conftest.py)
+
 SAMPLES = os.path.join(os.path.dirname(__file__), "..", "samples")
 
 

@@ -10,6 +10,8 @@ import pytest
 from pagetrace import metrics, read_trace
 from pagetrace.formats import read_plan
 
+pytestmark = pytest.mark.unit   # needs no root (conftest.py)
+
 TOP = os.path.join(os.path.dirname(__file__), "..")
 REPLAY = os.path.join(TOP, "replay", "replay")
 STARTUP_APP = os.path.join(TOP, "samples", ".output", "startup-app")

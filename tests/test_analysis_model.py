@@ -10,6 +10,8 @@ import pytest
 from pagetrace import metrics, model, read_trace, synth
 from pagetrace.formats import read_plan
 
+pytestmark = pytest.mark.unit   # needs no root (conftest.py)
+
 SAMPLES = os.path.join(os.path.dirname(__file__), "..", "samples")
 
 

@@ -6,6 +6,8 @@ import nbformat
 import pytest
 from nbclient import NotebookClient
 
+pytestmark = pytest.mark.unit   # needs no root (conftest.py)
+
 NOTEBOOKS = os.path.join(os.path.dirname(__file__), "..", "analysis",
                          "notebooks")
 

@@ -265,6 +265,8 @@ def test_recorded_firefox_trace_matches_its_trailer():
 
 from pagetrace import tracefile  # noqa: E402
 
+pytestmark = pytest.mark.unit   # needs no root (conftest.py)
+
 
 @pytest.mark.parametrize("name", TRACE_SAMPLES + ["used"])
 def test_core_reader_matches_expected(name):

@@ -17,6 +17,8 @@ from pagetrace import cli, plots, read_trace, report
 from pagetrace.analysis import findings
 from test_analysis_cli import run_cli, sample
 
+pytestmark = pytest.mark.unit   # needs no root (conftest.py)
+
 T2 = 4.302653  # t(0.975, 2); t(0.975, 4) = 2.776445 appears in the numbers
 
 

@@ -193,6 +193,7 @@ def one_pixel_png():
             + chunk(b"IEND", b""))
 
 
+@pytest.mark.unit
 def test_checker_sees_broken_images_and_console_errors(tmp_path):
     page = tmp_path / "bad.html"
     good = base64.b64encode(one_pixel_png()).decode()

@@ -19,6 +19,8 @@ import pytest
 import pagetrace
 from pagetrace import expected_json, parse_trace_bytes
 
+pytestmark = pytest.mark.unit   # needs no root (conftest.py)
+
 TOP = pathlib.Path(__file__).resolve().parent.parent
 DUMP = TOP / "replay" / ".output" / "tracefile-dump"
 

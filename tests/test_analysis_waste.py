@@ -11,6 +11,8 @@ import pytest
 
 from pagetrace import cli, metrics, read_trace, synth, waste
 
+pytestmark = pytest.mark.unit   # needs no root (conftest.py)
+
 SAMPLES = os.path.join(os.path.dirname(__file__), "..", "samples")
 USED_LOG = os.path.join(SAMPLES, "used.log")
 PAGE = 4096

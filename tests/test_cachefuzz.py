@@ -37,12 +37,25 @@ def test_random_scripts_match_the_kernel(fstype, tmp_path):
     # Every file of every script compared, in both tools.
     assert tally["files"] == 2 * sum(len(cachefuzz.generate(s)["files"]) for s in SEEDS)
     print(json.dumps(tally))
+    assert not cachefuzz_check.too_much_skipped(tally, dirties=cachefuzz_check.MAX_SKIPPED_FILES)
     assert mismatches == [], "\n".join(
         [json.dumps(m) for m in mismatches] +
         [f"replay: make fuzz-cache SEED={s}" for s in sorted({m['seed'] for m in mismatches
                                                                if 'seed' in m})])
 
 
+@pytest.mark.unit
+def test_a_run_that_skips_too_much_fails():
+    tally = {"files": 800, "compared": 4000, "skipped_files": 8, "skipped_dirties": 8}
+    assert cachefuzz_check.too_much_skipped(tally, dirties=0.01) == []
+    assert len(cachefuzz_check.too_much_skipped(dict(tally, skipped_files=9))) == 1
+    assert len(cachefuzz_check.too_much_skipped(dict(tally, skipped_dirties=9), 0.01)) == 1
+    assert len(cachefuzz_check.too_much_skipped(dict(tally, compared=2399))) == 1
+    everything = dict(tally, compared=0, skipped_files=800, skipped_dirties=800)
+    assert len(cachefuzz_check.too_much_skipped(everything)) == 3
+
+
+@pytest.mark.unit
 def test_generator_is_deterministic_and_covers_every_step():
     scripts = [cachefuzz.generate(s) for s in SEEDS]
     assert scripts == [cachefuzz.generate(s) for s in SEEDS]
@@ -60,6 +73,7 @@ def test_generator_is_deterministic_and_covers_every_step():
     assert {s["read_ahead_kb"] for s in scripts} == set(cachefuzz.READ_AHEAD_KB)
 
 
+@pytest.mark.unit
 def test_model_on_a_hand_made_log():
     """The comparator's model, on observations written by hand: a cold read
     of pages 0-1 that reads 0-3, a touch of page 3 that maps 2 besides, a
@@ -115,6 +129,7 @@ def test_model_on_a_hand_made_log():
     assert model.undecidable == {0, 1, 2, 3}
 
 
+@pytest.mark.unit
 def test_fault_around_range_is_do_fault_around():
     """mm/memory.c do_fault_around(): 16 pages aligned in the page table,
     cut by the mapping's start and end."""

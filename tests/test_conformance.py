@@ -41,6 +41,7 @@ def expectation(name):
         return json.load(f)
 
 
+@pytest.mark.unit
 def test_battery_covers_the_required_cases():
     required = {"empty", "binary", "unknown-version", "page-size-3000",
                 "crlf", "superscript-offset", "huge-integers",
@@ -67,11 +68,13 @@ def core_outcome(path):
             "flags": [list(flag) for flag in trace.malformed]}
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", CASES)
 def test_core_reader(name):
     assert core_outcome(case_path(name)) == expectation(name)
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("engine", ["auto", "python"])
 @pytest.mark.parametrize("name", CASES)
 def test_pandas_reader(name, engine):
@@ -204,6 +207,7 @@ def test_import_pagetrace_needs_no_pandas():
         assert done.returncode == 0, (python, done.stderr)
 
 
+@pytest.mark.unit
 def test_warnings_name_file_and_line():
     trace = tracefile.read(case_path("all-malformed"))
     assert trace.warnings()[0] == (f"{case_path('all-malformed')}:4: "

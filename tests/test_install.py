@@ -2,7 +2,11 @@
 import os
 import subprocess
 
+import pytest
+
 from conftest import REPO
+
+pytestmark = pytest.mark.unit   # needs no root (conftest.py)
 
 # Installed C tools carry a pagetrace- prefix: bcc ships a `trace` too.
 TOOLS = ["pagetrace", "pagetrace-trace", "pagetrace-replay", "pagetrace-cachestat", "pagetrace-cachetop",

@@ -146,6 +146,7 @@ def imports_of(name, path):
     return {m for m in found if m in known and m != name}
 
 
+@pytest.mark.unit
 def test_layers_import_only_downwards():
     wrong = []
     for name, path in modules():
@@ -160,6 +161,7 @@ def test_layers_import_only_downwards():
     assert wrong == []
 
 
+@pytest.mark.unit
 def test_no_import_cycle():
     graph = {name: imports_of(name, path) for name, path in modules()}
     # A package imports its own submodules' names: not a cycle of design.
@@ -182,6 +184,7 @@ def test_no_import_cycle():
     assert cycles == []
 
 
+@pytest.mark.unit
 def test_the_old_module_paths_are_aliases():
     """pagetrace.X of 0.2 is the module that moved, not a copy of it."""
     probe = ("import importlib, sys; sys.path.insert(0, sys.argv[1]); "
@@ -199,6 +202,7 @@ def standard_library_modules():
             if name.split(".")[1:2] in (["core"], ["tools"])]
 
 
+@pytest.mark.unit
 @pytest.mark.skipif(not os.access(SYSTEM_PYTHON, os.X_OK),
                     reason="no system Python")
 def test_core_and_tools_import_without_numpy_pandas_pyarrow():
@@ -232,6 +236,7 @@ def argparse_table(node):
     return calls >= 10
 
 
+@pytest.mark.unit
 def test_modules_and_functions_are_short():
     long = []
     for name, path in modules():
@@ -246,22 +251,45 @@ def test_modules_and_functions_are_short():
     assert long == []
 
 
+def man_pages():
+    return [p for p in tracked() if re.search(r"\.[18]$", p)]
+
+
+def c_tools():
+    """Every program a Makefile installs into bin/ that is built from C (an
+    ELF in the tree, not a script)."""
+    tools = set()
+    for makefile in (p for p in tracked() if p.endswith("Makefile")):
+        where = (REPO / makefile).parent
+        for name in re.findall(r"install -m 0?755 ([\w.-]+) \S*/bin/",
+                               (REPO / makefile).read_text()):
+            path = where / name
+            assert path.exists(), f"{makefile}: {name} not built (run make)"
+            if path.read_bytes()[:4] == b"\x7fELF":
+                tools.add(str(path.relative_to(REPO)))
+    return sorted(tools)
+
+
 def test_version_in_one_file():
-    """VERSION is the one version; the files that cannot read it (man
-    pages, the readpage script) must agree with it, and every C tool says
-    it (the Makefiles pass it as PAGETRACE_VERSION)."""
+    """VERSION is the one version; every man page (its .TH source field,
+    "pagetrace X.Y.Z") and the readpage script must agree with it, and every
+    C tool says it (the Makefiles pass it as PAGETRACE_VERSION). The pages
+    and tools are found in the tree, not listed here."""
     version = (PACKAGE / "VERSION").read_text().strip()
     assert re.fullmatch(r"[0-9]+\.[0-9]+\.[0-9]+", version)
-    written = {
-        "tracer/cachestat.8": r'"pagetrace ([0-9.]+)"',
-        "tracer/cachetop.8": r'"pagetrace ([0-9.]+)"',
-        "tracer/readpage": r'version="readpage ([0-9.]+)"',
-    }
-    for path, pattern in written.items():
-        assert re.search(pattern, (REPO / path).read_text()).group(1) == \
-            version, path
+    pages = man_pages()
+    assert len(pages) >= 9, pages
+    for path in pages:
+        th = next(line for line in (REPO / path).read_text().splitlines()
+                  if line.startswith(".TH "))
+        assert re.search(r'"pagetrace ([0-9.]+)"', th), (path, th)
+        assert re.search(r'"pagetrace ([0-9.]+)"', th).group(1) == version, (path, th)
+    readpage = (REPO / "tracer" / "readpage").read_text()
+    assert re.search(r'version="readpage ([0-9.]+)"', readpage).group(1) == version
     assert 'version = "' not in (REPO / "analysis" / "pyproject.toml").read_text()
-    for tool in ("replay/replay", "tracer/trace", "tracer/cachestat", "tracer/cachetop"):
+    tools = c_tools()
+    assert len(tools) >= 6, tools
+    for tool in tools:
         out = subprocess.run([str(REPO / tool), "--version"],
                              capture_output=True, text=True).stdout
         assert out.split()[-1] == version, tool
@@ -273,8 +301,6 @@ C_LONG_FILES = {
     # the C reader moved from replay/ as it was; splitting its header
     # parsing from its record parsing is left for a change of its own
     "lib/tracefile.c",
-    # the BPF side, changed by its owner (kernel compatibility)
-    "tracer/page_access.bpf.h",
 }
 
 

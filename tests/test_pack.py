@@ -46,6 +46,7 @@ def pagetrace(*args, **kw):
 # ---------------------------------------------------------------------------
 # The format: conformance samples, round trip.
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", sorted(os.path.basename(p)[:-5] for p in
                                         glob.glob(os.path.join(SAMPLES, "*.pack"))))
 def test_pack_conformance(name):
@@ -65,6 +66,7 @@ def test_pack_conformance(name):
         assert packfile.render(pack) == f.read()
 
 
+@pytest.mark.unit
 def test_launch_reads_range_lines_as_the_reader_does(tmp_path):
     """packfile.range_triples, the concurrent prefetch's fast path,
     gives the reader's ranges for every valid sample, and the reader's
@@ -88,11 +90,13 @@ def test_launch_reads_range_lines_as_the_reader_does(tmp_path):
             packfile.range_triples(broken, "broken.pack")
 
 
+@pytest.mark.unit
 def test_version_error_is_its_own_kind():
     with pytest.raises(packfile.PackVersionError):
         packfile.read(os.path.join(SAMPLES, "version-2.pack"))
 
 
+@pytest.mark.unit
 def test_header_only_read_checks_the_checksum_too():
     with pytest.raises(packfile.PackError, match="checksum mismatch"):
         packfile.read(os.path.join(SAMPLES, "bad-checksum.pack"), ranges=False)
@@ -112,6 +116,7 @@ def _trace(tmp_path, name, lines):
     return tracefile.read(str(path))
 
 
+@pytest.mark.unit
 def test_compile_preloads_adds_the_forced_readahead_pages(tmp_path):
     """pack --preloads: the pages the program read ahead itself (cause
     forced_ra), used or not, at the time of their read; not without it."""
@@ -136,6 +141,7 @@ def test_compile_preloads_adds_the_forced_readahead_pages(tmp_path):
     assert [(r.page, r.pages, r.ts_us) for r in pre.ranges] == [(0, 1, 0), (4, 2, 100)]
 
 
+@pytest.mark.unit
 def test_compile_groups_used_pages_in_first_access_order(tmp_path):
     a, b = tmp_path / "a", tmp_path / "b"
     a.write_bytes(b"A" * 40960)
@@ -408,6 +414,7 @@ def test_a_seeking_device_goes_to_the_planner(recorded, tmp_path):
             assert decided["window"] == 1 << 20 and "estimate_s" not in decided
 
 
+@pytest.mark.unit
 def test_pack_problems_are_one_line_and_the_command_still_runs(tmp_path):
     for name, reason in (("version-2", "pack format version 2"),
                          ("bad-checksum", "checksum mismatch")):
@@ -420,6 +427,7 @@ def test_pack_problems_are_one_line_and_the_command_still_runs(tmp_path):
         assert strict.returncode == 1 and reason in strict.stderr
 
 
+@pytest.mark.unit
 def test_a_pack_that_is_not_a_regular_file(tmp_path):
     """A FIFO named as the pack does not hang either reader (opening it
     would wait for a writer); a directory or a FIFO is one line, and CMD
@@ -434,6 +442,7 @@ def test_a_pack_that_is_not_a_regular_file(tmp_path):
             packfile.read(str(path))
 
 
+@pytest.mark.unit
 def test_file_on_a_device_not_mounted(tmp_path):
     pack = packfile.Pack(1, PAGE, int(time.time()), "x", 1, 0,
                          [packfile.PackFile("/nonexistent-22/lib.so", "259:4093",
@@ -560,6 +569,7 @@ def _check_nydus_schema(document):
             assert all(isinstance(v, int) and 0 <= v < 2 ** 64 for v in pair)
 
 
+@pytest.mark.unit
 def test_export_nydus_prefetch(tmp_path):
     out = tmp_path / "prefetch.json"
     done = pagetrace("export", os.path.join(SAMPLES, "basic.pack"),
@@ -576,6 +586,7 @@ def test_export_nydus_prefetch(tmp_path):
     assert rooted["files"] == [{"path": "/lib/libapp.so", "ranges": [[0, 10000]]}]
 
 
+@pytest.mark.unit
 def test_export_file_list():
     done = pagetrace("export", os.path.join(SAMPLES, "basic.pack"), "--format",
                      "file-list")
@@ -589,6 +600,7 @@ def test_export_file_list():
     assert bad.returncode == 1 and "checksum mismatch" in bad.stderr
 
 
+@pytest.mark.unit
 def test_systemd_unit_example_verifies(tmp_path):
     unit = os.path.join(REPO, "docs", "examples", "pagetrace-launch-example.service")
     with open(unit) as f:
@@ -609,6 +621,7 @@ def test_systemd_unit_example_verifies(tmp_path):
 # ---------------------------------------------------------------------------
 # read_ahead_kb is written back on every exit path; the packs directory.
 
+@pytest.mark.unit
 def test_a_run_that_lost_events_is_recorded_again(tmp_path, monkeypatch):
     """trace's status 3 (the command succeeded, events were lost) records
     the run again, up to LOST_RETRIES times; then the pack gives up."""
@@ -633,6 +646,7 @@ def test_a_run_that_lost_events_is_recorded_again(tmp_path, monkeypatch):
             assert calls.read_text().strip() == "3"
 
 
+@pytest.mark.unit
 def test_read_ahead_restored_on_error_and_sigterm(tmp_path):
     knob, journal = tmp_path / "read_ahead_kb", tmp_path / "journal.json"
     knob.write_text("8192\n")
@@ -658,6 +672,7 @@ def test_read_ahead_restored_on_error_and_sigterm(tmp_path):
     assert knob.read_text() == "4096\n" and not journal.exists()
 
 
+@pytest.mark.unit
 def test_packs_directory_one_pack_per_command(tmp_path):
     a = ["/usr/bin/app", "--one"]
     b = ["/usr/bin/app", "--two"]
@@ -674,6 +689,7 @@ def test_packs_directory_one_pack_per_command(tmp_path):
     assert done.stderr.startswith("pagetrace launch: 2 of 2 files not prefetched")
 
 
+@pytest.mark.unit
 def test_sorted_plan_fills_a_gap_only_where_a_request_costs_more():
     """Pages 0-1, 4-5 and 1000 of one file: under 150 IOPS and 150 MB/s
     the 2-page gap is worth filling (a request is 6.7 ms, 8 KiB 0.05 ms),
@@ -692,6 +708,7 @@ def test_sorted_plan_fills_a_gap_only_where_a_request_costs_more():
         assert launch_plan.plan_ranges(pack, [0], gap, merge=True) == [("/f", 0, 6), ("/f", 1000, 1)]
 
 
+@pytest.mark.unit
 def test_prefetch_is_worth_it_only_well_below_the_cold_reads():
     """100 files of one used page each: the prefetch needs a read per file,
     as the start does: not worth paying before it. One file of 100 pages
@@ -713,6 +730,7 @@ def test_prefetch_is_worth_it_only_well_below_the_cold_reads():
     assert estimate <= launch.WORTH_IT * launch_plan.cold_cost(one, [0], 150, 150_000_000, 0)
 
 
+@pytest.mark.unit
 def test_planned_requests_come_in_first_access_order():
     """launch --mode planned: the sorted plan's requests (gaps filled,
     cut at `largest` pages), each placed where the pack first uses a page
@@ -753,6 +771,7 @@ def _c_read(path):
     return json.loads(done.stdout), done.returncode
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("name", sorted(os.path.basename(p)[:-5] for p in
                                         glob.glob(os.path.join(SAMPLES, "*.pack"))))
 def test_pack_conformance_c_reader(name):
@@ -803,6 +822,7 @@ def _mutant(data, rng):
     return bytes(body) + b"# crc32: %08x\n" % crc
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("edit, reason", [
     ((b"file 7:3 12 ", b"file 7:3 18446744073709551615 "), None),
     ((b"file 7:3 12 ", b"file 7:3 18446744073709551616 "),
@@ -828,6 +848,7 @@ def test_readers_agree_on_numbers_at_their_limits(tmp_path, edit, reason):
         assert "pack" in python and python["pack"]["files"][1]["dev"] in ("7:3", "4294967295:3")
 
 
+@pytest.mark.unit
 def test_c_and_python_readers_agree_on_random_packs(tmp_path):
     """2,000 mutants of the valid samples (seeded): the C reader refuses
     each pack the Python reader refuses, for the same reason in the same

@@ -334,6 +334,7 @@ def test_usage_errors(workdir):
     assert done.stderr == f"pagecache: {missing}: No such file or directory\n"
 
 
+@pytest.mark.unit
 def test_version():
     done = run_pagecache("--version")
     assert done.returncode == 0 and done.stdout.startswith("pagecache (pagetrace) ")
@@ -355,6 +356,7 @@ def test_v2_trace_uses_read_records_only(workdir):
         (read_only, 2)]
 
 
+@pytest.mark.unit
 def test_help_has_examples():
     done = run_pagecache("--help")
     assert done.returncode == 0

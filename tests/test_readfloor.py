@@ -68,6 +68,7 @@ def test_nothing_to_read(files):
         readfloor.measure(everything[FILES:-1])
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("selective, hot, floor, share", [
     (4.0, 0.5, 1.2, 0.8),      # the floor above the hot start
     (4.0, 0.5, 0.2, 1.0),      # below it: the hot start is the bound

@@ -75,6 +75,7 @@ def test_window_waits_for_the_oldest_before_queueing_more(listed_file):
         ("pread", a), ("pread", b), ("pread", c), ("pread", d)]
 
 
+@pytest.mark.unit
 def test_window_usage_errors():
     for argv, message in (([REPLAY, "--window", "1M", "x.log"],
                            "--window limits --prefetch: add --prefetch"),

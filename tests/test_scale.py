@@ -72,6 +72,7 @@ def _assert_same_as_core(path, out_dir, block_bytes):
     assert int(meta[b"page-size"]) == expected.header.page_size
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("block_bytes", [dataset.BLOCK_BYTES, 64, 7])
 @pytest.mark.parametrize("path", CONFORMANCE + SAMPLE_TRACES[:-1],
                          ids=os.path.basename)
@@ -82,10 +83,12 @@ def test_convert_agrees_with_core_reader(path, block_bytes, tmp_path):
     _assert_same_as_core(path, tmp_path, block_bytes)
 
 
+@pytest.mark.unit
 def test_convert_agrees_on_a_compressed_start_up_trace(tmp_path):
     _assert_same_as_core(SAMPLE_TRACES[-1], tmp_path, 1 << 16)
 
 
+@pytest.mark.unit
 def test_conformance_battery_is_there():
     assert len(CONFORMANCE) >= 20
 
@@ -120,6 +123,7 @@ def _mixed_trace(path, seed, version):
         out.write("\n".join(lines) + "\n")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("version", [1, 2])
 @pytest.mark.parametrize("block_bytes", [dataset.BLOCK_BYTES, 4096, 333])
 def test_convert_agrees_on_a_mixed_trace(version, block_bytes, tmp_path):
@@ -170,6 +174,7 @@ def typed_blocks(monkeypatch):
     return taken
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("version", [1, 2])
 @pytest.mark.parametrize("case", ["clean", "bad lines", "control bytes",
                                   "NUL byte", "truncated"])
@@ -209,6 +214,7 @@ def test_typed_path_agrees_with_core_reader(version, case, tmp_path, capsys,
         (memory, memory_err)
 
 
+@pytest.mark.unit
 def test_summary_pass_gives_up_or_is_not_for_this_file(tmp_path, capsys,
                                                        monkeypatch):
     """The conversion's summary is used only for the file it was written
@@ -254,6 +260,7 @@ def test_summary_pass_gives_up_or_is_not_for_this_file(tmp_path, capsys,
         .replace("ds2", "ds") == full
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("page_size, offsets, kept", [
     (1 << 30, [0, 1 << 30, 9 << 30, 5 << 30], True),
     (1 << 30, [0, 1 << 30, 1 << 62], False),
@@ -283,6 +290,7 @@ def test_summary_pass_of_large_offsets(page_size, offsets, kept, tmp_path,
     assert got == memory
 
 
+@pytest.mark.unit
 def test_convert_cli_layout_and_refusal(tmp_path, capsys):
     """One partition per run; a refused trace is named, the others go on,
     and the exit status says that one failed."""
@@ -320,6 +328,7 @@ def _summary(argv, capsys):
     return captured.out, captured.err
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("path", SAMPLE_TRACES, ids=os.path.basename)
 def test_summary_same_in_memory_text_and_parquet(path, tmp_path, capsys,
                                                  summary_from):
@@ -347,6 +356,7 @@ def test_summary_same_in_memory_text_and_parquet(path, tmp_path, capsys,
         _summary(["--engine", "memory", path], capsys)[0]
 
 
+@pytest.mark.unit
 def test_summary_requests_across_batches(tmp_path, summary_from):
     """Requests and seeks follow trace order across Parquet batches: a run
     of adjacent pages that crosses a batch boundary is one request (split
@@ -411,6 +421,7 @@ def _trace_pages(path):
     return [(r.path, r.offset) for r in trace.records]
 
 
+@pytest.mark.unit
 def test_consensus_is_exactly_the_core(tmp_path, capsys):
     core, paths = _core_and_noise(tmp_path, 5)
     out = tmp_path / "consensus.log"
@@ -430,6 +441,7 @@ def test_consensus_is_exactly_the_core(tmp_path, capsys):
     assert "in all runs: 120" in err
 
 
+@pytest.mark.unit
 def test_consensus_min_fraction_and_parquet_input(tmp_path, capsys):
     core, paths = _core_and_noise(tmp_path, 5)
     assert cli.main(["convert", "-q", "-o", str(tmp_path / "ds"),
@@ -490,6 +502,7 @@ def test_replay_prefetches_exactly_the_consensus(tmp_path, capsys):
         assert resident == chosen
 
 
+@pytest.mark.unit
 def test_used_consensus_uses_the_waste_definition(tmp_path, capsys):
     """Used = read and accessed in the same run (pagetrace.waste): pages
     only read, or accessed without a read, are not in it."""
@@ -521,6 +534,7 @@ def test_used_consensus_uses_the_waste_definition(tmp_path, capsys):
     assert set(_trace_pages(str(out))) == set(core)
 
 
+@pytest.mark.unit
 def test_required_runs():
     assert consensus.required_runs(10, min_fraction=0.7) == 7
     assert consensus.required_runs(10, min_fraction=0.71) == 8
@@ -530,6 +544,7 @@ def test_required_runs():
 
 # --- bad input ----------------------------------------------------------------
 
+@pytest.mark.unit
 def test_truncated_parquet_and_corrupt_run_are_named(tmp_path, capsys):
     core, paths = _core_and_noise(tmp_path, 4)
     ds = tmp_path / "ds"
@@ -554,6 +569,7 @@ def test_truncated_parquet_and_corrupt_run_are_named(tmp_path, capsys):
     assert code == 1 and str(part) in err and "Traceback" not in err
 
 
+@pytest.mark.unit
 def test_runs_with_another_page_size_are_left_out(tmp_path, capsys):
     core, paths = _core_and_noise(tmp_path, 3)
     odd = tmp_path / "odd.log"
@@ -568,6 +584,7 @@ def test_runs_with_another_page_size_are_left_out(tmp_path, capsys):
     assert set(_trace_pages(str(out))) == set(core) | _shared([0, 1, 2], 3)
 
 
+@pytest.mark.unit
 def test_no_usable_run_fails(tmp_path, capsys):
     bad = tmp_path / "bad.log"
     bad.write_bytes(b"# pagetrace-format: 9\n1 /a 0\n")
@@ -635,6 +652,7 @@ def test_trace_larger_than_the_memory_cap(tmp_path):
 
 # --- arrow's CSV reader ---------------------------------------------------------
 
+@pytest.mark.unit
 def test_fast_path_survives_empty_and_failing_blocks(tmp_path):
     """The fast path never hands arrow's threaded CSV reader a block it
     fails on (apache/arrow#38676: a failing threaded read leaves a task
@@ -722,6 +740,7 @@ VERBS = [["seeks"], ["seeks", "--json"], ["waste"], ["waste", "--json"],
          ["waste", "--top", "2"]]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("verb", VERBS, ids=" ".join)
 @pytest.mark.parametrize("path", SAMPLE_TRACES, ids=os.path.basename)
 def test_verbs_same_in_memory_and_out_of_core(verb, path, capsys):
@@ -734,6 +753,7 @@ def test_verbs_same_in_memory_and_out_of_core(verb, path, capsys):
         assert duckdb[1] == memory[1]
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("other", SAMPLE_TRACES, ids=os.path.basename)
 def test_diff_and_union_same_in_memory_and_out_of_core(other, capsys):
     for first in SAMPLE_TRACES[:2]:
@@ -742,6 +762,7 @@ def test_diff_and_union_same_in_memory_and_out_of_core(other, capsys):
             assert duckdb == memory
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("key", ["hash({column})",
                                  "octet_length({column}) % 2"],
                          ids=["hash", "colliding"])
@@ -784,6 +805,7 @@ def test_verbs_on_a_larger_trace_and_its_parquet(tmp_path, capsys,
     assert out[0].read_bytes() == out[1].read_bytes()
 
 
+@pytest.mark.unit
 def test_plot_frame_is_the_trace_or_every_kth_read(tmp_path):
     """At most max_points reads: read_trace's frame itself. More: every
     k-th read in trace order, and with mark_unused the pages ringed are
@@ -815,6 +837,7 @@ def test_plot_frame_is_the_trace_or_every_kth_read(tmp_path):
         sample["path"], sample["offset"])] == list(ringed)
 
 
+@pytest.mark.unit
 def test_plot_out_of_core_writes_the_figures(tmp_path, capsys):
     path = os.path.join(SAMPLES, "used.log")
     stem = str(tmp_path / "fig")
@@ -826,6 +849,7 @@ def test_plot_out_of_core_writes_the_figures(tmp_path, capsys):
     assert all(os.path.getsize(p) > 1000 for p in written)
 
 
+@pytest.mark.unit
 def test_auto_engine(tmp_path, monkeypatch):
     """auto: DuckDB for Parquet input and text over the threshold, in
     total; the in-memory reader below it."""
@@ -847,6 +871,7 @@ def test_auto_engine(tmp_path, monkeypatch):
     assert cli.use_out_of_core(args, str(packed))
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("used", [False, True], ids=["read", "used"])
 def test_consensus_in_batches_and_buckets_is_the_same(tmp_path, monkeypatch,
                                                       capsys, used):
@@ -882,6 +907,7 @@ def test_consensus_in_batches_and_buckets_is_the_same(tmp_path, monkeypatch,
     assert len(outputs[0][0].splitlines()) > 200
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("verb", ["summary", "waste", "seeks", "plot",
                                   "diff"])
 def test_verbs_name_a_truncated_parquet_file(verb, tmp_path, capsys):
@@ -912,6 +938,7 @@ def test_verbs_name_a_truncated_parquet_file(verb, tmp_path, capsys):
         assert code == 0 and out
 
 
+@pytest.mark.unit
 def test_plain_merge_of_a_dataset_is_the_union(tmp_path, capsys):
     """Without --min-runs, --min-fraction or --used, merge is the union
     (merge.merge_traces) for Parquet runs as for text traces."""
@@ -931,6 +958,7 @@ def test_plain_merge_of_a_dataset_is_the_union(tmp_path, capsys):
     assert len(outputs[0][0]) == 4 + 120 + 3 * 60 + 16 + 1
 
 
+@pytest.mark.unit
 def test_engine_failures_are_one_line(tmp_path, capsys):
     """A bad --memory-limit, and DuckDB running out of the memory it is
     given, are one line and exit status 1, for the verbs and merge."""
@@ -959,6 +987,7 @@ def test_engine_failures_are_one_line(tmp_path, capsys):
         assert err.endswith("; give it more with --memory-limit\n")
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("key", ["hash({column})", "octet_length({column})"],
                          ids=["hash", "colliding"])
 def test_summary_distinct_pages_by_path_key(key, tmp_path, capsys,
@@ -976,6 +1005,7 @@ def test_summary_distinct_pages_by_path_key(key, tmp_path, capsys,
         assert duckdb == memory
 
 
+@pytest.mark.unit
 def test_union_leaves_out_a_run_of_another_page_size(tmp_path, capsys):
     """Both engines name the run of another page size, leave it out and
     merge the others, with the same output."""
@@ -990,6 +1020,7 @@ def test_union_leaves_out_a_run_of_another_page_size(tmp_path, capsys):
                         "4096 of the runs before it; run 'odd' left out\n")
 
 
+@pytest.mark.unit
 def test_names_that_are_not_utf8_print_as_their_bytes(tmp_path):
     """summary, diff and merge print a name that is not UTF-8 as its bytes,
     whichever engine (a strict stdout used to raise UnicodeEncodeError)."""

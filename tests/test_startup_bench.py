@@ -342,6 +342,7 @@ def test_merged_states_replay_the_union_of_every_used_trace(workload):
     assert union != workload.intended
 
 
+@pytest.mark.unit
 def test_used_pages_list(tmp_path):
     """The compiled list: read pages with an access or map record, once
     each, by the time of their first such record (an access may precede
@@ -411,6 +412,7 @@ MERGE_C = """\
 """
 
 
+@pytest.mark.unit
 def test_merged_list_union_fill_and_preloads(tmp_path):
     """The merged list, exactly: the union of the used pages of two runs
     (A: pages 0 2 5 9 of /f, B: 0 2 3 9), each at its earliest first access
@@ -743,6 +745,7 @@ KNOWN_RUNS = """run,state,iteration,status,elapsed_s,prefetch_s,total_s,cold_fra
 """
 
 
+@pytest.mark.unit
 def test_summary_statistics_against_known_numbers(tmp_path):
     runs = tmp_path / "known.csv"
     runs.write_text(KNOWN_RUNS)
@@ -817,6 +820,7 @@ def fieller_t(numerators, denominators, ratio):
     return abs(mean) / (var / n) ** 0.5
 
 
+@pytest.mark.unit
 def test_prefetch_gains_against_known_numbers(tmp_path):
     runs = tmp_path / "gains.csv"
     runs.write_text(GAIN_RUNS)
@@ -880,6 +884,7 @@ def selective_hot_prefetched(runs, iterations):
     return runs
 
 
+@pytest.mark.unit
 def test_gain_interval_not_bounded_when_the_io_cost_is_not_clear(tmp_path):
     """selective - hot of +0.5, -0.4 and +0.1 s is not different from 0:
     no bounded interval for the share recovered, and the text says so."""
@@ -900,6 +905,7 @@ def test_gain_interval_not_bounded_when_the_io_cost_is_not_clear(tmp_path):
     assert "sudo pagetrace trace --drop-caches --used" in warning
 
 
+@pytest.mark.unit
 def test_a_clear_io_cost_gives_its_recovery_figure(tmp_path):
     """The same runs with selective 1 s slower than hot: no warning."""
     runs = selective_hot_prefetched(tmp_path / "clear.csv", [
@@ -966,6 +972,7 @@ def test_bad_usage_is_refused_with_a_reason(workload, tmp_path):
         assert "startup-bench: startup-bench:" not in done.stderr
 
 
+@pytest.mark.unit
 def test_help_has_usage_and_examples():
     done = subprocess.run([BENCH, "--help"], capture_output=True, text=True)
     assert done.returncode == 0

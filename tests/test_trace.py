@@ -17,7 +17,7 @@ import time
 import pytest
 
 import loopimg
-from conftest import REPO, require_root
+from conftest import REPO, require_root, wait_ready
 from trace_oracle import Trace
 from pagecache_util import PAGE, cached_since_eviction, evict, resident_pages, write_file
 
@@ -286,7 +286,7 @@ def test_pid_mode_follows_a_running_process(data_dir):
         """)], pass_fds=(r,))
     tracer = subprocess.Popen([TRACE, "-p", str(target.pid)], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)  # let trace attach
+    wait_ready(tracer, "trace")
     os.write(w, b"g")
     out, err = tracer.communicate(timeout=60)
     target.wait()
@@ -312,7 +312,7 @@ def test_system_wide(data_dir):
     evict(f)
     tracer = subprocess.Popen([TRACE, "-a", "-d", "4"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)
+    wait_ready(tracer, "trace")
     subprocess.run(["cat", f], stdout=subprocess.DEVNULL, check=True)
     out, err = tracer.communicate(timeout=60)
     assert tracer.returncode == 0, err
@@ -322,7 +322,7 @@ def test_system_wide(data_dir):
 def test_sigint_writes_the_trailer(data_dir):
     tracer = subprocess.Popen([TRACE, "-a"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True)
-    time.sleep(1.5)
+    wait_ready(tracer, "trace")
     tracer.send_signal(signal.SIGINT)
     out, err = tracer.communicate(timeout=30)
     assert tracer.returncode == 0, err

@@ -14,11 +14,10 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
-from conftest import REPO, require_root
+from conftest import REPO, require_root, wait_ready
 from pagecache_util import PAGE, evict, locked_in_cache, resident_pages, write_file
 from test_trace_used import (big_ra_ext4, data_dir,  # noqa: F401 (fixtures)
                              batch_ending_in_flight, IN_FLIGHT_PAGES)
@@ -210,10 +209,12 @@ def test_cachestat_counts_a_cold_read(data_dir):
     f = os.path.join(data_dir, "stat.bin")
     write_file(f, 8 * MiB)
     evict(f)
-    # Loading and verifying takes about 0.8 s here (more under load); the
-    # interval starts once cachestat is attached, so the read lands in it.
-    stat = subprocess.Popen([CACHESTAT, "-j", "5", "1"], stdout=subprocess.PIPE, text=True)
-    subprocess.run(["sh", "-c", f"sleep 2.5; cat {f} > /dev/null"], check=True)
+    # The interval starts once cachestat is attached, which it says: the
+    # read lands in it however long loading takes.
+    stat = subprocess.Popen([CACHESTAT, "-j", "5", "1"], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True)
+    wait_ready(stat, "cachestat")
+    subprocess.run(["cat", f], stdout=subprocess.DEVNULL, check=True)
     out, _ = stat.communicate(timeout=30)
     assert stat.returncode == 0
     (line,) = out.splitlines()
@@ -252,6 +253,7 @@ def test_not_root(tool):
     assert proc.stderr == f"{tool}: needs root (it loads BPF programs): run it with sudo\n"
 
 
+@pytest.mark.unit
 @pytest.mark.parametrize("tool", ["cachetop", "cachestat"])
 def test_help_and_version(tool):
     path = os.path.join(REPO, "tracer", tool)
@@ -278,7 +280,7 @@ def test_cachetop_pid_follows_one_process(data_dir):
     try:
         top = subprocess.Popen([CACHETOP, "-j", "-p", str(reader.pid), "6", "1"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(3.0)  # loading takes about 1 s here: attached well within its interval
+        wait_ready(top, "cachetop")
         reader.stdin.write("go\n")
         reader.stdin.flush()
         out, err = top.communicate(timeout=30)

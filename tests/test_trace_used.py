@@ -224,6 +224,10 @@ def test_first_faults_in_mappings_while_the_mmap_lock_is_busy(data_dir, tmp_path
     accessed = trace.kind_set(f, "access")
     assert accessed <= touched
     assert len(touched - accessed) <= lost, (sorted(touched - accessed), lost)
+    # The ceiling: at least half the touches recorded (2026-11-27, 6.18: 0
+    # lost in 35 runs; beside two busy loops, 58 lost and 499 of 512
+    # accessed in 1 of 8, 0 in the others).
+    assert len(accessed) >= len(touched) // 2, (len(accessed), lost)
 
 
 def test_major_fault_among_cached_pages(data_dir, tmp_path):

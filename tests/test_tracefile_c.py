@@ -7,6 +7,8 @@ import subprocess
 
 import pytest
 
+pytestmark = pytest.mark.unit   # needs no root (conftest.py)
+
 TOP = pathlib.Path(__file__).resolve().parent.parent
 SAMPLES = TOP / "samples"
 DUMP = TOP / "replay" / ".output" / "tracefile-dump"

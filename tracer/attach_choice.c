@@ -168,3 +168,9 @@ const char *load_failure_describe(void)
 		 refusal.program, refusal.reason[0] ? refusal.reason : "refused");
 	return refusal.description;
 }
+
+void say_ready(const char *tool)
+{
+	fprintf(stderr, "%s: Tracing... Hit Ctrl-C to end.\n", tool);
+	fflush(stderr);
+}

@@ -92,4 +92,10 @@ void load_failure_note(const char *format, va_list args);
 /* "program NAME: REASON", or NULL when nothing was refused. */
 const char *load_failure_describe(void);
 
+/*
+ * The readiness line, "TOOL: Tracing... Hit Ctrl-C to end." on stderr, said
+ * once every program is attached: a script starts its workload after it.
+ */
+void say_ready(const char *tool);
+
 #endif /* PAGETRACE_ATTACH_CHOICE_H */

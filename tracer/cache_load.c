@@ -20,6 +20,7 @@
 #include "cache_load.h"
 #include "cache.skel.h"
 #include "attach_choice.h"
+#include "bpf_budget.h"
 
 #define NR_PROGRAMS 10
 
@@ -78,6 +79,10 @@ static int libbpf_print(enum libbpf_print_level level, const char *format, va_li
 	return verbose ? vfprintf(stderr, format, args) : 0;
 }
 
+/* --budget: the configuration being measured (NULL: not measuring), and the programs over. */
+static const char *budget_config;
+static int budget_over;
+
 static struct cache_bpf *open_and_load(const struct cache_load_options *o, bool use_btf, int *err)
 {
 	struct attach_choice choices[NR_PROGRAMS];
@@ -112,7 +117,14 @@ static struct cache_bpf *open_and_load(const struct cache_load_options *o, bool 
 		goto fail;
 	}
 	skel->rodata->use_task_storage = thread_storage_fallback(skel->obj);
+	if (budget_config && budget_prepare(skel->obj)) {
+		*err = -ENOENT;
+		goto fail;
+	}
 	*err = cache_bpf__load(skel);
+	if (budget_config)
+		budget_over += budget_report(stdout, skel->obj, !*err, budget_config, o->all ?
+					     "cachestat" : "-c", use_btf ? "tp_btf" : "raw_tp");
 	if (!*err) {
 		if (verbose)
 			attach_choice_print(stderr, program_invocation_short_name, choices,
@@ -122,6 +134,37 @@ static struct cache_bpf *open_and_load(const struct cache_load_options *o, bool 
 fail:
 	cache_bpf__destroy(skel);
 	return NULL;
+}
+
+int cache_budget(bool verbose_)
+{
+	/* cachestat's counters, and cachetop -c's: per process and per file. */
+	static const struct cache_load_options configs[] = {
+		{ .all = true },
+		{ .per_process = true, .per_file = true },
+	};
+	int refused = 0, err;
+
+	verbose = verbose_;
+	libbpf_set_print(libbpf_print);
+	budget_header(stdout);
+	for (int btf = 1; btf >= 0; btf--) {
+		for (size_t i = 0; i < sizeof(configs) / sizeof(configs[0]); i++) {
+			struct cache_bpf *skel;
+
+			budget_config = configs[i].all ? "cachestat" : "cachetop";
+			skel = open_and_load(&configs[i], btf, &err);
+			if (!skel && err == -ENOENT)
+				printf("# %s %s: not loadable on this kernel (said above)\n",
+				       budget_config, btf ? "tp_btf" : "raw_tp");
+			else if (!skel)
+				refused++;
+			cache_bpf__destroy(skel);
+		}
+	}
+	if (refused && load_failure_describe())
+		errmsg("loading BPF programs", "the kernel refused %s", load_failure_describe());
+	return budget_verdict(program_invocation_short_name, budget_over, refused);
 }
 
 struct cache_bpf *cache_load(const struct cache_load_options *o)

@@ -21,6 +21,11 @@ struct cache_load_options {
 /* open -> rodata -> load (tp_btf, else raw_tp) -> attach; errors said. */
 struct cache_bpf *cache_load(const struct cache_load_options *options);
 void cache_unload(struct cache_bpf *skel);
+/*
+ * --budget (bpf_budget.h): load, never attach, cachestat's and cachetop -c's
+ * programs, with tp_btf and with raw_tp; one row a program. The exit status.
+ */
+int cache_budget(bool verbose);
 
 /* The per-CPU totals, summed. */
 int cache_read_totals(struct cache_bpf *skel, __u64 totals[NR_CACHE_COUNTERS]);

@@ -16,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "errmsg.h"
+#include "attach_choice.h"
 #include "cache_load.h"
 
 #define TOOL "cachestat"
@@ -26,6 +27,7 @@ static struct options {
 	bool verbose;
 	const char *cgroup_path;	/* --cgroup */
 	struct cgroup_target cgroup;
+	bool budget;
 } opts = { .every.seconds = 1.0 };
 
 const char *argp_program_version = TOOL " (pagetrace) " PAGETRACE_VERSION;
@@ -48,16 +50,20 @@ static const char doc[] =
 "  sudo pagetrace-cachestat 5 12         # every 5 s, for a minute\n"
 "  sudo pagetrace-cachestat -j 1 10 > cache.jsonl   # one JSON object a line\n"
 "  sudo pagetrace-cachestat --cgroup /sys/fs/cgroup/system.slice/nginx.service 5\n"
+"  sudo pagetrace-cachestat --budget    # verified instructions and stack\n"
 "\n"
 "OPTIONS:";
 
-enum { OPT_CGROUP = 0x100 };
+enum { OPT_CGROUP = 0x100, OPT_BUDGET };
 
 static const struct argp_option argp_options[] = {
 	{ "cgroup", OPT_CGROUP, "PATH", 0, "Only tasks in the cgroup PATH or below it, also those that "
 	  "join later (PATH: its directory, or its path in the cgroup2 hierarchy)", 0 },
 	{ "json", 'j', NULL, 0, "One JSON object per interval, one per line", 0 },
 	{ "verbose", 'v', NULL, 0, "Show libbpf's messages", 0 },
+	{ "budget", OPT_BUDGET, NULL, 0, "Count nothing: load cachestat's and cachetop's programs "
+	  "with each attach mode and print their verified instructions and stack; exit 1 above "
+	  "500000 or 448 bytes", 0 },
 	{},
 };
 
@@ -67,6 +73,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case 'j': opts.json = true; break;
 	case 'v': opts.verbose = true; break;
 	case OPT_CGROUP: opts.cgroup_path = arg; break;
+	case OPT_BUDGET: opts.budget = true; break;
 	case ARGP_KEY_ARG:
 		interval_argument(state, &opts.every, arg);
 		break;
@@ -157,6 +164,10 @@ int main(int argc, char **argv)
 		return 2;
 	if (geteuid() != 0)
 		return errmsg(NULL, "needs root (it loads BPF programs): run it with sudo"), 1;
+	if (opts.budget && opts.every.given)
+		return errmsg("--budget", "counts nothing: give it no INTERVAL or COUNT"), 2;
+	if (opts.budget)
+		return cache_budget(opts.verbose);
 	load.verbose = opts.verbose;
 	if (opts.cgroup_path) {
 		load.all = false;
@@ -167,6 +178,7 @@ int main(int argc, char **argv)
 		return 1;
 	sigaction(SIGINT, &action, NULL);
 	sigaction(SIGTERM, &action, NULL);
+	say_ready(TOOL);
 	if (!opts.json)
 		printf("%10s %10s %10s %8s %11s %11s\n", "HITS", "MISSES", "DIRTIES", "HIT%",
 		       "BUFFERS_MB", "CACHED_MB");

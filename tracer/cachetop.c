@@ -23,6 +23,7 @@
 #include <bpf/libbpf.h>
 #include <bpf/bpf.h>
 #include "errmsg.h"
+#include "attach_choice.h"
 #include "command.h"
 #include "paths.h"
 #include "cache_load.h"
@@ -480,6 +481,8 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &action, NULL);
 	if (opts.pid && adopt_threads(opts.pid, mark_thread_traced, skel->maps.traced_tids))
 		goto cleanup;
+	if (!opts.command)
+		say_ready(TOOL);	/* with -c, CMD starts once attached anyway */
 	exit_code = opts.command ? run_command(skel, rb) : run_top(skel, rb);
 cleanup:
 	ring_buffer__free(rb);

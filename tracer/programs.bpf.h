@@ -106,6 +106,44 @@ static __always_inline __s64 last_file_page(struct address_space *mapping)
 	return size > 0 ? (__s64)((__u64)(size - 1) >> page_shift) : -1;
 }
 
-#define FILEMAP_FUNCTION_PROGRAMS()							SEC("fexit/filemap_get_pages")							int BPF_PROG(fexit_get_pages, struct kiocb *iocb, __u64 count_or_iter)		{											__u64 ret = 0, pos, count;																bpf_get_func_ret(ctx, &ret);							if ((int)ret)										return 0;								pos = BPF_CORE_READ(iocb, ki_pos);						count = get_pages_takes_count ? count_or_iter :						BPF_CORE_READ((struct iov_iter *)count_or_iter, count);			return handle_get_pages(BPF_CORE_READ(iocb, ki_filp, f_mapping),						pos >> page_shift,									((pos + count + (1ULL << page_shift) - 1) >>						 page_shift) - 1);					}										SEC("fentry/filemap_fault")							int BPF_PROG(fentry_fault, struct vm_fault *vmf)				{											struct address_space *mapping = vmf_mapping(vmf);				__u64 index = BPF_CORE_READ(vmf, pgoff);														if (!mapping || (__s64)index > last_file_page(mapping))					return 0;								return handle_fault(mapping, index);					}										SEC("fexit/filemap_map_pages")							int BPF_PROG(fexit_map_pages, struct vm_fault *vmf, unsigned long start,			     unsigned long end)							{											struct address_space *mapping = vmf_mapping(vmf);				__s64 last = mapping ? last_file_page(mapping) : -1;													if (last < 0 || start > (__u64)last)							return 0;								return handle_map_pages(mapping, start,									end > (__u64)last ? (__u64)last : end, vmf);			}
+#define FILEMAP_FUNCTION_PROGRAMS()							\
+SEC("fexit/filemap_get_pages")							\
+int BPF_PROG(fexit_get_pages, struct kiocb *iocb, __u64 count_or_iter)		\
+{										\
+	__u64 ret = 0, pos, count;						\
+										\
+	bpf_get_func_ret(ctx, &ret);						\
+	if ((int)ret)								\
+		return 0;							\
+	pos = BPF_CORE_READ(iocb, ki_pos);					\
+	count = get_pages_takes_count ? count_or_iter :				\
+		BPF_CORE_READ((struct iov_iter *)count_or_iter, count);		\
+	return handle_get_pages(BPF_CORE_READ(iocb, ki_filp, f_mapping),	\
+				pos >> page_shift,				\
+				((pos + count + (1ULL << page_shift) - 1) >>	\
+				 page_shift) - 1);				\
+}										\
+SEC("fentry/filemap_fault")							\
+int BPF_PROG(fentry_fault, struct vm_fault *vmf)				\
+{										\
+	struct address_space *mapping = vmf_mapping(vmf);			\
+	__u64 index = BPF_CORE_READ(vmf, pgoff);				\
+										\
+	if (!mapping || (__s64)index > last_file_page(mapping))			\
+		return 0;							\
+	return handle_fault(mapping, index);					\
+}										\
+SEC("fexit/filemap_map_pages")							\
+int BPF_PROG(fexit_map_pages, struct vm_fault *vmf, unsigned long start,	\
+	     unsigned long end)							\
+{										\
+	struct address_space *mapping = vmf_mapping(vmf);			\
+	__s64 last = mapping ? last_file_page(mapping) : -1;			\
+										\
+	if (last < 0 || start > (__u64)last)					\
+		return 0;							\
+	return handle_map_pages(mapping, start,					\
+				end > (__u64)last ? (__u64)last : end, vmf);	\
+}
 
 #endif /* PAGETRACE_PROGRAMS_BPF_H */

@@ -28,6 +28,7 @@
 #include <bpf/bpf.h>
 #include "command.h"
 #include "errmsg.h"
+#include "attach_choice.h"
 #include "paths.h"
 #include "trace.h"
 #include "trace_run.h"
@@ -206,6 +207,8 @@ int main(int argc, char **argv)
 		return 2;
 	run.page_size = sysconf(_SC_PAGESIZE);
 	libbpf_set_print(libbpf_print);
+	if (opts.budget)
+		return trace_budget();
 	if (open_output())
 		return 1;
 
@@ -233,6 +236,9 @@ int main(int argc, char **argv)
 	if (opts.pid && adopt_threads(opts.pid, mark_thread_traced, skel->maps.traced_tids))
 		goto cleanup;
 	adopted = opts.pid ? opts.pid : -1;
+	/* -p, -a, --cgroup, --container: a script starts its workload after this line. */
+	if (!opts.command && !opts.argv)
+		say_ready(TOOL);
 	if (opts.container && container_target_wait(skel, &stop_requested) < 0)
 		goto cleanup;
 	if ((opts.command || opts.argv) && (child = start_command(skel)) < 0)

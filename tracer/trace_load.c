@@ -19,6 +19,7 @@
 #include "trace_run.h"
 #include "trace.skel.h"
 #include "attach_choice.h"
+#include "bpf_budget.h"
 
 /* Why a tracepoint is attached. */
 enum tracepoint_role {
@@ -187,6 +188,10 @@ static void explain_load_error(int err)
 		       errmsg_strerror(-err));
 }
 
+/* --budget: the configuration being measured (NULL: not measuring), and the programs over. */
+static const char *budget_config;
+static int budget_over;
+
 /* open -> set rodata -> load, with either the tp_btf or the raw_tp programs. */
 static struct trace_bpf *open_and_load(bool use_btf, int *err)
 {
@@ -234,7 +239,14 @@ static struct trace_bpf *open_and_load(bool use_btf, int *err)
 		bpf_map__set_max_entries(skel->maps.page_states, opts.page_states);
 	skel->rodata->wakeup_bytes = opts.ringbuf_bytes / 4;
 	skel->rodata->use_task_storage = thread_storage_fallback(skel->obj);
+	if (budget_config && budget_prepare(skel->obj)) {
+		*err = -ENOENT;
+		goto fail;
+	}
 	*err = trace_bpf__load(skel);
+	if (budget_config)
+		budget_over += budget_report(stdout, skel->obj, !*err, TOOL, budget_config,
+					     use_btf ? "tp_btf" : "raw_tp");
 	if (*err)
 		goto fail;
 	if (opts.verbose)
@@ -266,6 +278,45 @@ out:
 	if (skel && !skel->rodata->use_bpf_loop && !opts.no_bpf_loop && !opts.quiet)
 		errmsg(NULL, "the kernel lacks bpf_loop (v5.17): metadata reads are not recorded");
 	return skel;
+}
+
+/*
+ * trace --budget: load (never attach) each configuration whose programs the
+ * verifier sees differently, with tp_btf and with raw_tp; one row a program.
+ * A configuration this kernel cannot load (--used without bpf_loop) is said
+ * and skipped; a refusal fails.
+ */
+int trace_budget(void)
+{
+	static const struct {
+		const char *name;
+		bool extra, used, no_bpf_loop;
+	} configs[] = {
+		{ "default", false, false, false },
+		{ "-x,--used", true, true, false },
+		{ "-x,unrolled", true, false, true },
+	};
+	int refused = 0, err;
+
+	budget_header(stdout);
+	for (int btf = 1; btf >= 0; btf--) {
+		for (size_t i = 0; i < sizeof(configs) / sizeof(configs[0]); i++) {
+			struct trace_bpf *skel;
+
+			opts.extra = configs[i].extra;
+			opts.used = configs[i].used;
+			opts.no_bpf_loop = configs[i].no_bpf_loop;
+			budget_config = configs[i].name;
+			skel = open_and_load(btf, &err);
+			if (!skel && err == -ENOENT)
+				printf("# %s %s %s: not loadable on this kernel (said above)\n", TOOL,
+				       configs[i].name, btf ? "tp_btf" : "raw_tp");
+			else if (!skel)
+				explain_load_error(err), refused++;
+			trace_bpf__destroy(skel);
+		}
+	}
+	return budget_verdict(TOOL, budget_over, refused);
 }
 
 static unsigned long long counter_total(struct trace_bpf *skel, __u32 slot)

@@ -42,6 +42,7 @@ static const char doc[] =
 "  sudo trace --container web --wait --paths container -o web.log  # then start it\n"
 "  sudo trace --used -o used.log -- ./app  # + first access of every page\n"
 "  sudo trace --drop-caches --used -x -o cold.log -- ./app  # a cold start\n"
+"  sudo trace --budget          # each program's verified instructions, stack\n"
 "\n"
 "When the trace goes to stdout, the command's stdout is sent to stderr so\n"
 "that the two never mix; with -o the command's stdout is left alone.\n"
@@ -68,6 +69,7 @@ enum {
 	OPT_CONTAINER,
 	OPT_WAIT,
 	OPT_PATHS,
+	OPT_BUDGET,
 };
 
 static const struct argp_option argp_options[] = {
@@ -99,6 +101,9 @@ static const struct argp_option argp_options[] = {
 	  "(for kernels built without it, e.g. from BTFHub)", 0 },
 	{ "page-states", OPT_PAGE_STATES, "N", 0, "--used: remember the state of N chunks of 64 "
 	  "pages (default 262144, 64 GiB of file data); more are counted as lost", 0 },
+	{ "budget", OPT_BUDGET, NULL, 0, "Trace nothing: load each program as every configuration "
+	  "and attach mode would, and print its verified instructions and stack; exit 1 above "
+	  "500000 or 448 bytes", 0 },
 	{ "no-bpf-loop", OPT_NO_BPF_LOOP, NULL, OPTION_HIDDEN,
 	  "Walk bios as on kernels without bpf_loop (for tests)", 0 },
 	{ "names-kept", OPT_NAMES_KEPT, "N", OPTION_HIDDEN,
@@ -135,6 +140,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case OPT_NO_BPF_LOOP: opts.no_bpf_loop = true; break;
 	case OPT_USED: opts.used = true; break;
 	case OPT_DROP_CACHES: opts.drop_caches = true; break;
+	case OPT_BUDGET: opts.budget = true; break;
 	case OPT_NAMES_KEPT:
 		if (parse_size(arg, &size) || size < 1 || size > (1UL << 30))
 			argp_error(state, "--names-kept must be from 1 to 1G: %s", arg);
@@ -186,6 +192,11 @@ static int check_options(void)
 {
 	int targets = (opts.command != NULL) + (opts.argv != NULL) + (opts.pid != 0) +
 		      (opts.cgroup_path != NULL) + (opts.container != NULL);
+
+	if (opts.budget && (targets || opts.all))
+		return errmsg(NULL, "--budget traces nothing: give it no command, -p or -a"), -1;
+	if (opts.budget)
+		return 0;
 
 	if (opts.command && opts.argv)
 		return errmsg(NULL, "give the command with -c or after --, not both"), -1;

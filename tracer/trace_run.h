@@ -49,6 +49,7 @@ struct options {
 	bool used;		/* --used: format 2, access and map records */
 	bool drop_caches;	/* --drop-caches: the command starts cold */
 	unsigned long page_states;	/* --page-states: entries of 64 pages, 0 = default */
+	bool budget;		/* --budget: the verifier's figures, nothing traced */
 };
 
 extern struct options opts;
@@ -103,5 +104,7 @@ void report(const struct lost_counts *lost, unsigned long long duration_us);
 int libbpf_print(enum libbpf_print_level level, const char *format, va_list args);
 struct trace_bpf *load_programs(void);
 struct lost_counts read_lost(struct trace_bpf *skel);
+/* --budget (bpf_budget.h): the exit status. */
+int trace_budget(void);
 
 #endif /* PAGETRACE_TRACE_RUN_H */

@@ -369,6 +369,15 @@ class Checks:
         return {"runs": [run], "fs": fstype, "seeds": [first, first + count - 1],
                 "report": os.path.basename(report) if os.path.exists(report) else None}
 
+    # --- the verifier's budget (tests/test_budget.py) -----------------------
+
+    def budget(self):
+        """Each program's verified instructions and stack on this kernel, in
+        each configuration and attach mode (trace --budget, cachestat --budget:
+        loading only, minutes under TCG)."""
+        return {"runs": [self.run("trace", "--budget", timeout=900),
+                         self.run("cachestat", "--budget", timeout=900)]}
+
     def cachefuzz_ext4(self):
         return self.cachefuzz("ext4", self.fuzz_seeds[0])
 
@@ -383,7 +392,8 @@ READPAGE_CHECKS = ["readpage_cold_read", "readpage_mmap_faults"]
 CACHE_CHECKS = ["cache_cold_warm_cat", "cache_one_cached_one_cold", "cache_write_evict_read",
                 "cache_scattered_preads", "cache_mmap_touches", "cachestat_cold_read"]
 FUZZ_CHECKS = ["cachefuzz_ext4", "cachefuzz_xfs"]
-CHECKS = TRACE_CHECKS + READPAGE_CHECKS + CACHE_CHECKS + FUZZ_CHECKS
+BUDGET_CHECKS = ["budget"]
+CHECKS = TRACE_CHECKS + READPAGE_CHECKS + CACHE_CHECKS + BUDGET_CHECKS + FUZZ_CHECKS
 
 
 def kernel_facts():

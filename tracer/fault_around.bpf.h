@@ -1,0 +1,273 @@
+/* SPDX-License-Identifier: GPL-2.0 */
+/*
+ * Part of page_access.bpf.h (included by it only, after read_calls.bpf.h): a
+ * fault's access and its fault-around. filemap:mm_filemap_fault is the access
+ * of the faulting page; filemap:mm_filemap_map_pages maps a range, of which the
+ * faulting page (found from the fault's address and its VMA, struct
+ * vma_lookup) is the access and the rest is mapped. docs/fault-path.md draws
+ * the fault states.
+ *
+ * Invariants: a thread is in one fault state (enum fault_state); FAULT_RESOLVED
+ * names the mapping and page that fault counted, so that its retry counts
+ * nothing; a fault-around whose VMA cannot be looked up is kept in one of
+ * DEFERRED_MAPS slots (FAULT_DEFERRED), or counted lost, never guessed.
+ */
+#ifndef PAGETRACE_FAULT_AROUND_BPF_H
+#define PAGETRACE_FAULT_AROUND_BPF_H
+
+/* filemap:mm_filemap_fault(mapping, index): once per fault, retries too. */
+static __always_inline void page_access_fault(struct address_space *mapping, __u64 index)
+{
+	struct chunk_walk walk = {};
+	struct thread_access *ta = thread_access(true);
+
+	if (!ta)
+		return;
+	if (ta->fault_state == FAULT_RESOLVED && ta->fault_mapping == (__u64)mapping &&
+	    ta->fault_index == index)
+		return;	/* the same fault, retried after the page was read */
+	if (ta->fault_state == FAULT_DEFERRED)	/* fault-around did not serve it: this is its access */
+		ta->deferred_maps[ta->deferred_slot & (DEFERRED_MAPS - 1)].account = 0;
+	start_walk(&walk, mapping, OP_FAULT, index, index);
+	walk_chunks(&walk);
+	ta->fault_state = FAULT_RESOLVED;
+	ta->fault_mapping = (__u64)mapping;
+	ta->fault_index = index;
+	ta->fault_expects_read = walk.absent;
+	ta->fault_folio_check = 1;
+}
+
+struct vma_lookup {
+	__u64 address;
+	__u64 mapping;	/* 0: an anonymous VMA */
+	__u64 index;
+	__u64 start, end;	/* the VMA */
+	__u64 pgoff;
+};
+
+static long vma_file_page(struct task_struct *task, struct vm_area_struct *vma,
+			  struct vma_lookup *lookup)
+{
+	struct file *file = BPF_CORE_READ(vma, vm_file);
+
+	(void)task;
+	lookup->start = BPF_CORE_READ(vma, vm_start);
+	lookup->end = BPF_CORE_READ(vma, vm_end);
+	lookup->pgoff = BPF_CORE_READ(vma, vm_pgoff);
+	if (!file)
+		return 0;
+	lookup->mapping = (__u64)BPF_CORE_READ(file, f_mapping);
+	lookup->index = ((lookup->address - lookup->start) >> page_shift) + lookup->pgoff;
+	return 0;
+}
+
+/*
+ * "mm/filemap: map entire large folio faultaround" (Kiryl Shutsemau, 2025,
+ * v6.18) maps a large folio whole when it lies inside the VMA and one page
+ * table (and, since "mm/memory: do not populate page table entries beyond
+ * i_size", inside the file): beyond the [start, end] that
+ * mm_filemap_map_pages gives, up to the folio's ends. Only the folios at
+ * the range's two ends can reach beyond it (@at_start: the one at @start,
+ * else the one at @end). Whether this kernel did is read from the page
+ * tables (chunk_mapped_whole()), never assumed.
+ */
+static __always_inline void map_folio_beyond(struct chunk_walk *walk, struct vma_lookup *vma,
+					     bool at_start, __u64 start, __u64 end)
+{
+	unsigned long folio = folio_at(walk->mapping, at_start ? start : end);
+	__u64 first = 0, last, nr;
+
+	if (!folio || (nr = folio_pages((const struct folio *)folio)) < 2)
+		return;
+	bpf_probe_read_kernel(&first, sizeof(first), (void *)folio + page_index_offset());
+	last = first + nr - 1;
+	if (first < vma->pgoff || last - vma->pgoff >= (vma->end - vma->start) >> page_shift)
+		return;	/* not inside the VMA: never mapped whole */
+	walk->first = at_start ? first : end + 1;
+	walk->last = at_start ? start - 1 : last;
+	walk->vm_start = vma->start;
+	walk->vm_pgoff = vma->pgoff;
+	walk_chunks(walk);
+}
+
+/*
+ * Can the folio at @page reach beyond the range it ends (@at_start: begins
+ * before @page; else goes on after it)? The cheap test, before any VMA
+ * lookup: a folio below 64 pages lies in one leaf, where its pages past
+ * the first are sibling slots; a folio of 64 pages or more, above the
+ * leaves, may always.
+ */
+static __always_inline bool folio_may_reach_past(struct address_space *mapping, __u64 page,
+						 bool at_start)
+{
+	unsigned long entry;
+	bool only_page_0;
+	struct xa_node *leaf = chunk_leaf(mapping, page >> CHUNK_SHIFT, &entry, &only_page_0);
+	__u64 slot = page & (CHUNK_PAGES - 1);
+
+	if (!leaf)
+		return !only_page_0 && xa_entry_is_folio(entry);
+	if (!at_start && slot == CHUNK_PAGES - 1)
+		return false;
+	bpf_core_read(&entry, sizeof(entry), &leaf->slots[at_start ? slot : slot + 1]);
+	return xa_entry_is_sibling(entry);
+}
+
+/*
+ * After fault-around's own range: @walk is that range's walk, reused (the
+ * 512-byte stack of kernels before v6.13 has no room for a second one).
+ */
+static __always_inline void page_access_map_whole_folios(struct chunk_walk *walk,
+							 __u64 start, __u64 end,
+							 struct vma_lookup *vma)
+{
+	bool before = start > 0 && folio_may_reach_past(walk->mapping, start, true);
+	bool after = folio_may_reach_past(walk->mapping, end, false);
+
+	if (!before && !after)
+		return;	/* most fault-arounds: no VMA lookup, no page-table read */
+	if (!vma->mapping &&
+	    bpf_find_vma(current_task(), vma->address, vma_file_page, vma, 0) == -16 /* -EBUSY */)
+		on_fault_lost();
+	if (vma->mapping != (__u64)walk->mapping)
+		return;	/* not this thread's fault (a remote GUP): no page tables to read */
+	walk->op = OP_MAPPED_WHOLE;
+	if (before)
+		map_folio_beyond(walk, vma, true, start, end);
+	if (after)
+		map_folio_beyond(walk, vma, false, start, end);
+}
+
+/*
+ * The VMA of the fault at @lookup->address, from @vmf where the program has
+ * it (fexit/filemap_map_pages, 6.1): bpf_find_vma() takes the mmap lock
+ * with a trylock, which fails while a writer holds it or waits behind the
+ * fault's own read hold (6.1's faults hold the mmap lock: per-VMA locks
+ * came in v6.4; khugepaged's collapse is such a writer), and the fault's
+ * page is then recorded as mapped, not accessed: the likely cause of
+ * tests/cachefuzz.py seed 1185's one mismatch on 6.1.
+ */
+static __always_inline bool vma_from_fault(struct vm_fault *vmf, struct vma_lookup *lookup)
+{
+	if (!vmf || BPF_CORE_READ(vmf, address) >> page_shift != lookup->address >> page_shift)
+		return false;
+	vma_file_page(NULL, BPF_CORE_READ(vmf, vma), lookup);
+	return true;
+}
+
+/*
+ * The VMA of the thread's fault at @lookup->address, at fault-around.
+ * bpf_find_vma() takes the mmap lock with a trylock, which fails while
+ * another thread of the process holds it for writing or waits for it
+ * (mmap, munmap, mprotect): a C program whose second thread maps and
+ * unmaps in a loop had 77 to 311 of 512 touched pages recorded as mapped
+ * only (6.18). The thread's last file VMA found is kept, and a failed
+ * lookup uses it when the address lies in it; the caller's check that the
+ * page lies in fault-around's range catches a VMA replaced since.
+ */
+/* @lookup, a VMA just found, as the thread's last file VMA. */
+static __always_inline void remember_vma(struct thread_access *ta, const struct vma_lookup *lookup)
+{
+	ta->vma_mapping = lookup->mapping;
+	ta->vma_start = lookup->start;
+	ta->vma_end = lookup->end;
+	ta->vma_pgoff = lookup->pgoff;
+}
+
+static __always_inline void fault_vma(struct thread_access *ta, struct vma_lookup *lookup)
+{
+	/* Few branches: raw_tp's map_pages program is near the verifier's limit. */
+	if (!bpf_find_vma(current_task(), lookup->address, vma_file_page, lookup, 0)) {
+		remember_vma(ta, lookup);
+	} else if (lookup->address - ta->vma_start < ta->vma_end - ta->vma_start) {
+		lookup->mapping = ta->vma_mapping;
+		lookup->start = ta->vma_start;
+		lookup->end = ta->vma_end;
+		lookup->pgoff = ta->vma_pgoff;
+		lookup->index = ((lookup->address - lookup->start) >> page_shift) + lookup->pgoff;
+	}
+}
+
+/*
+ * Fault-around whose fault's VMA was not found: the mmap lock busy, and
+ * not the thread's last file VMA (its first fault in a mapping, a forked
+ * child's or a fresh mmap's). Which page faulted is then unknown, and so
+ * is which of the range's pages are an access: nothing is walked now.
+ * find_deferred_slot() and map_deferred_chunk() walk the range at the
+ * thread's next fault or system call, reading from the page tables which
+ * pages fault-around mapped (samples/mmap-contend --remap: 18 and 50 of
+ * 512 touches recorded as mapped only, 15 to 129 pages as both, "0 lost",
+ * before). Eight are kept; a ninth while they wait is walked at once, its
+ * fault counted lost.
+ */
+static __always_inline bool defer_map(struct thread_access *ta, struct address_space *mapping,
+				      __u64 start, __u64 end)
+{
+	struct deferred_map *slot;
+	int free = -1;
+
+	for (int i = 0; i < DEFERRED_MAPS; i++)
+		if (!ta->deferred_maps[i].address)
+			free = i;
+	if (free < 0) {
+		on_fault_lost();
+		return false;
+	}
+	slot = &ta->deferred_maps[free & (DEFERRED_MAPS - 1)];
+	slot->address = ta->fault_address;
+	slot->mapping = (__u64)mapping;
+	slot->start = start;
+	slot->end = end;
+	slot->account = 1;
+	ta->nr_deferred_maps++;
+	ta->fault_state = FAULT_DEFERRED;
+	ta->deferred_slot = free;
+	return true;
+}
+
+/* filemap:mm_filemap_map_pages(mapping, start, end): fault-around. */
+static __always_inline void page_access_map(struct address_space *mapping, __u64 start, __u64 end,
+					    struct vm_fault *vmf)
+{
+	struct thread_access *ta = thread_access(false);
+	struct vma_lookup lookup = {};
+	struct chunk_walk walk = {};
+
+	start_walk(&walk, mapping, OP_MAP, start, end);
+	if (ta && ta->fault_state == FAULT_STARTED && ta->fault_address) {
+		lookup.address = ta->fault_address;
+		if (!vma_from_fault(vmf, &lookup))
+			fault_vma(ta, &lookup);
+		if (!lookup.end && defer_map(ta, mapping, start, end))
+			return;
+		if (lookup.mapping == (__u64)mapping && lookup.index >= start && lookup.index <= end) {
+			/*
+			 * A fault taken by the arch handler (page_fault_user or
+			 * _kernel) runs with FAULT_FLAG_ALLOW_RETRY: if its page is
+			 * not in the cache, filemap_fault() drops the mmap lock for
+			 * the read and returns VM_FAULT_RETRY, and the retry's
+			 * fault-around maps all this one would, and what the read
+			 * brought in. So a major fault's first fault-around is
+			 * left to its retry: no page-state lookup, no cache walk.
+			 */
+			if (!page_in_cache(mapping, lookup.index))
+				return;
+			walk.fault_index = lookup.index;
+			walk.account_fault = true;
+		}
+	} else if (ta && ta->fault_state == FAULT_RESOLVED && ta->fault_mapping == (__u64)mapping) {
+		walk.fault_index = ta->fault_index;	/* a retry: not mapped "without a fault" */
+		lookup.address = ta->fault_address;	/* its VMA, only if a folio needs it */
+	}
+	walk_chunks(&walk);
+	if (ta && walk.served) {
+		ta->fault_state = FAULT_RESOLVED;
+		ta->fault_mapping = (__u64)mapping;
+		ta->fault_index = walk.fault_index;
+		ta->fault_expects_read = 0;
+	}
+	if (lookup.address)
+		page_access_map_whole_folios(&walk, start, end, &lookup);
+}
+
+#endif /* PAGETRACE_FAULT_AROUND_BPF_H */
