@@ -6,7 +6,7 @@ PYTHON ?= $(CURDIR)/.venv/bin/python
 # Sub-projects with a Makefile of their own.
 SUBDIRS := lib tracer replay launch samples diskemu
 
-.PHONY: all deps test test-dist static dist install-share test-kernels test-spark bench demo install clean fuzz-cache fuzz-cache-long $(SUBDIRS)
+.PHONY: all deps test test-dist static dist install-share wheel test-wheel test-kernels test-spark bench demo install clean fuzz-cache fuzz-cache-long $(SUBDIRS)
 
 all: $(SUBDIRS)
 
@@ -129,6 +129,18 @@ static:
 dist: static
 	@packaging/check-deps dist
 	STRIP=$(CROSS_COMPILE)strip packaging/make-tarball $(STATIC_DIR) $(DIST_ARCH) $(DIST_TARBALL)
+
+# The analysis package as a wheel and an sdist (analysis/pyproject.toml):
+# `pip install 'pagetrace[analysis]'` gives every analysis verb on a trace
+# from elsewhere, with no C tool (tests/test_wheel.py).
+wheel:
+	@PYTHON=$(PYTHON) packaging/check-deps wheel
+	$(PYTHON) -m build --outdir dist analysis
+	rm -rf analysis/build
+
+test-wheel: wheel
+	@test -x $(PYTHON) || { echo "make: no $(PYTHON): run scripts/install-deps first" >&2; exit 1; }
+	$(PYTHON) -m pytest -ra tests/test_wheel.py
 
 # The tarball in an empty root (tests/test_dist.py): as root.
 test-dist: dist
