@@ -6,7 +6,7 @@ PYTHON ?= $(CURDIR)/.venv/bin/python
 # Sub-projects with a Makefile of their own.
 SUBDIRS := lib tracer replay launch samples diskemu
 
-.PHONY: all deps test test-dist static dist install-share wheel test-wheel test-kernels test-spark bench demo install clean fuzz-cache fuzz-cache-long $(SUBDIRS)
+.PHONY: all deps test test-dist static dist install-share wheel test-wheel deb test-deb test-kernels test-spark bench demo install clean fuzz-cache fuzz-cache-long $(SUBDIRS)
 
 all: $(SUBDIRS)
 
@@ -141,6 +141,20 @@ wheel:
 test-wheel: wheel
 	@test -x $(PYTHON) || { echo "make: no $(PYTHON): run scripts/install-deps first" >&2; exit 1; }
 	$(PYTHON) -m pytest -ra tests/test_wheel.py
+
+# The Debian package (debian/, packaging/make-deb): the tools as
+# /usr/sbin/pagetrace-*, the front door /usr/bin/pagetrace, the package
+# for Debian's python3; test-deb installs it into a fresh Debian 12 root
+# (tests/test_deb.py; mmdebstrap's root cached in /var/cache/pagetrace).
+DEB := dist/pagetrace_$(VERSION)_$(shell dpkg --print-architecture 2>/dev/null).deb
+deb:
+	@packaging/check-deps deb
+	packaging/make-deb $(DEB)
+
+test-deb: deb
+	@packaging/check-deps test-deb
+	@test -x $(PYTHON) || { echo "make: no $(PYTHON): run scripts/install-deps first" >&2; exit 1; }
+	PAGETRACE_DEB=$(CURDIR)/$(DEB) $(PYTHON) -m pytest -ra tests/test_deb.py
 
 # The tarball in an empty root (tests/test_dist.py): as root.
 test-dist: dist
