@@ -16,9 +16,12 @@ $(SUBDIRS):
 deps:
 	scripts/install-deps
 
+# Each run by its own target after the packaging it checks (make test-dist,
+# test-wheel, test-deb), not by make test.
+PACKAGING_TESTS := tests/test_dist.py tests/test_wheel.py tests/test_deb.py
 test: all
 	@test -x $(PYTHON) || { echo "make: no $(PYTHON): run scripts/install-deps first" >&2; exit 1; }
-	$(PYTHON) -m pytest -ra tests --ignore=tests/kernels
+	$(PYTHON) -m pytest -ra tests --ignore=tests/kernels $(PACKAGING_TESTS:%=--ignore=%)
 
 # The kernel matrix (docs/kernels.md): Debian's kernels of tests/kernels/list,
 # each booted under qemu, the tools checked inside against the kernel's
