@@ -6,7 +6,7 @@ PYTHON ?= $(CURDIR)/.venv/bin/python
 # Sub-projects with a Makefile of their own.
 SUBDIRS := lib tracer replay launch samples diskemu
 
-.PHONY: all deps test test-containers test-kernels test-spark bench demo install clean fuzz-cache fuzz-cache-long $(SUBDIRS)
+.PHONY: all deps test test-containers test-dist static dist install-share wheel test-wheel deb test-deb test-kernels test-spark bench demo install clean fuzz-cache fuzz-cache-long $(SUBDIRS)
 
 all: $(SUBDIRS)
 
@@ -16,9 +16,12 @@ $(SUBDIRS):
 deps:
 	scripts/install-deps
 
+# Each run by its own target after the packaging it checks (make test-dist,
+# test-wheel, test-deb), not by make test.
+PACKAGING_TESTS := tests/test_dist.py tests/test_wheel.py tests/test_deb.py
 test: all
 	@test -x $(PYTHON) || { echo "make: no $(PYTHON): run scripts/install-deps first" >&2; exit 1; }
-	$(PYTHON) -m pytest -ra tests --ignore=tests/kernels --ignore=tests/test_containers.py
+	$(PYTHON) -m pytest -ra tests --ignore=tests/kernels --ignore=tests/test_containers.py $(PACKAGING_TESTS:%=--ignore=%)
 
 # Containers started by a real runtime (tests/test_containers.py): docker.io's
 # dockerd, started and stopped by the tests; scripts/install-deps --containers.
@@ -88,8 +91,19 @@ PYTHON_PACKAGES := pagetrace pagetrace/core pagetrace/tools pagetrace/tools/star
 	pagetrace/analysis pagetrace/scale
 MAN1 := scripts/pagetrace.1 scripts/pagecache.1 scripts/startup-bench.1
 
-install: all
+install: all install-share
 	for d in $(SUBDIRS); do $(MAKE) -C $$d install PREFIX=$(PREFIX) DESTDIR=$(DESTDIR) || exit 1; done
+	install -d $(DESTDIR)$(PREFIX)/share/pagetrace/examples
+	sed 's|@BINDIR@|$(PREFIX)/bin|' docs/examples/pagetrace-launch-example.service \
+		> $(DESTDIR)$(PREFIX)/share/pagetrace/examples/pagetrace-launch-example.service
+
+# What every install shares, whatever builds the C tools (make install,
+# the tarball, the deb): the scripts, their man pages, the package, the
+# bash completion (one file, packaging/pagetrace.bash, linked by each name).
+COMPLETION_NAMES := pagetrace pagecache startup-bench resolve-inodes \
+	$(addprefix pagetrace-,trace cachestat cachetop replay launch readpage diskemu)
+COMPLETION_DIR := share/bash-completion/completions
+install-share:
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/share/man/man1 $(DESTDIR)$(PREFIX)/share/pagetrace
 	install -m 0755 $(SCRIPTS) $(DESTDIR)$(PREFIX)/bin/
 	install -m 0644 $(MAN1) $(DESTDIR)$(PREFIX)/share/man/man1/
@@ -97,9 +111,65 @@ install: all
 		install -d $(DESTDIR)$(PREFIX)/share/pagetrace/$$d && \
 		install -m 0644 analysis/$$d/*.py $(DESTDIR)$(PREFIX)/share/pagetrace/$$d/ || exit 1; done
 	install -m 0644 analysis/pagetrace/VERSION analysis/pagetrace/device-profiles.tsv $(DESTDIR)$(PREFIX)/share/pagetrace/pagetrace/
-	install -d $(DESTDIR)$(PREFIX)/share/pagetrace/examples
-	sed 's|@BINDIR@|$(PREFIX)/bin|' docs/examples/pagetrace-launch-example.service \
-		> $(DESTDIR)$(PREFIX)/share/pagetrace/examples/pagetrace-launch-example.service
+	install -d $(DESTDIR)$(PREFIX)/$(COMPLETION_DIR)
+	install -m 0644 packaging/pagetrace.bash $(DESTDIR)$(PREFIX)/$(COMPLETION_DIR)/pagetrace
+	for n in $(filter-out pagetrace,$(COMPLETION_NAMES)); do \
+		ln -sf pagetrace $(DESTDIR)$(PREFIX)/$(COMPLETION_DIR)/$$n || exit 1; done
+
+# The static build (docs/install.md): trace, cachestat, cachetop, replay
+# and launch linked statically (libbpf, libelf, zlib, glibc) into
+# build/static-ARCH/, the BPF embedded as skeletons; the normal build is
+# left as it is. Another architecture: ARCH=arm64
+# CROSS_COMPILE=aarch64-linux-gnu- VMLINUX_BTF=FILE (libraries from the
+# :arm64 packages). `make dist` puts them in
+# dist/pagetrace-VERSION-ARCH-linux.tar.gz with the Python core, the man
+# pages, the completion and install.sh (packaging/make-tarball).
+VERSION := $(shell cat analysis/pagetrace/VERSION)
+DIST_ARCH ?= $(if $(CROSS_COMPILE),$(patsubst %-linux-gnu-,%,$(CROSS_COMPILE)),$(shell uname -m))
+STATIC_DIR := $(CURDIR)/build/static-$(DIST_ARCH)
+STATIC_FLAGS = STATIC=1 BIN=$(STATIC_DIR) LIBPAGETRACE=$(STATIC_DIR)/obj/lib/libpagetrace.a
+DIST_TARBALL := dist/pagetrace-$(VERSION)-$(DIST_ARCH)-linux.tar.gz
+static:
+	@CC="$(if $(CROSS_COMPILE),$(CROSS_COMPILE)gcc,$(CC))" packaging/check-deps static
+	$(MAKE) -C tracer $(STATIC_FLAGS) OUTPUT=$(STATIC_DIR)/obj/tracer $(addprefix $(STATIC_DIR)/,trace cachestat cachetop)
+	$(MAKE) -C replay $(STATIC_FLAGS) OUTPUT=$(STATIC_DIR)/obj/replay $(STATIC_DIR)/replay
+	$(MAKE) -C launch $(STATIC_FLAGS) OUTPUT=$(STATIC_DIR)/obj/launch $(STATIC_DIR)/launch
+
+dist: static
+	@packaging/check-deps dist
+	STRIP=$(CROSS_COMPILE)strip packaging/make-tarball $(STATIC_DIR) $(DIST_ARCH) $(DIST_TARBALL)
+
+# The analysis package as a wheel and an sdist (analysis/pyproject.toml):
+# `pip install 'pagetrace[analysis]'` gives every analysis verb on a trace
+# from elsewhere, with no C tool (tests/test_wheel.py).
+wheel:
+	@PYTHON=$(PYTHON) packaging/check-deps wheel
+	$(PYTHON) -m build --outdir dist analysis
+	rm -rf analysis/build
+
+test-wheel: wheel
+	@test -x $(PYTHON) || { echo "make: no $(PYTHON): run scripts/install-deps first" >&2; exit 1; }
+	$(PYTHON) -m pytest -ra tests/test_wheel.py
+
+# The Debian package (debian/, packaging/make-deb): the tools as
+# /usr/sbin/pagetrace-*, the front door /usr/bin/pagetrace, the package
+# for Debian's python3; test-deb installs it into a fresh Debian 12 root
+# (tests/test_deb.py; mmdebstrap's root cached in /var/cache/pagetrace).
+DEB := dist/pagetrace_$(VERSION)_$(shell dpkg --print-architecture 2>/dev/null).deb
+deb:
+	@packaging/check-deps deb
+	packaging/make-deb $(DEB)
+
+test-deb: deb
+	@packaging/check-deps test-deb
+	@test -x $(PYTHON) || { echo "make: no $(PYTHON): run scripts/install-deps first" >&2; exit 1; }
+	PAGETRACE_DEB=$(CURDIR)/$(DEB) $(PYTHON) -m pytest -ra tests/test_deb.py
+
+# The tarball in an empty root (tests/test_dist.py): as root.
+test-dist: dist
+	@test -x $(PYTHON) || { echo "make: no $(PYTHON): run scripts/install-deps first" >&2; exit 1; }
+	PAGETRACE_DIST_TARBALL=$(CURDIR)/$(DIST_TARBALL) $(PYTHON) -m pytest -ra tests/test_dist.py
 
 clean:
 	for d in $(SUBDIRS); do $(MAKE) -C $$d clean; done
+	rm -rf build dist

@@ -11,8 +11,6 @@
 
 #include "drive_model.h"
 
-#define DISKEMU_VERSION PAGETRACE_VERSION	/* the one version (analysis/pagetrace/VERSION) */
-
 struct diskemu_options {
 	const char *image;
 	const char *profile;       /* default hdd-7200 */

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *argp_program_version = "diskemu (pagetrace) " DISKEMU_VERSION;
+const char *argp_program_version = "diskemu (pagetrace) " PAGETRACE_VERSION;
 const char *argp_program_bug_address =
 	"<https://github.com/pagetrace/pagetrace/issues>";
 

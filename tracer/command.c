@@ -11,8 +11,6 @@
 #include <errno.h>
 #include <stdio.h>
 #include <fcntl.h>
-#include <grp.h>
-#include <pwd.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,40 +20,35 @@
 #include <bpf/libbpf.h>
 #include "command.h"
 #include "errmsg.h"
+#include "userdb.h"
 
-/* Who the command runs as: -u USER, else the sudo caller, else ourselves. */
-static int target_credentials(const char *user, struct passwd *pw_out)
+/* Who the command runs as: -u USER, else the sudo caller, else ourselves
+ * (name empty). */
+static int target_credentials(const char *user, struct userdb_user *out)
 {
-	struct passwd *pw = NULL;
 	const char *sudo_uid = getenv("SUDO_UID");
 
-	if (user) {
-		pw = getpwnam(user);
-		if (!pw)
-			return errmsg("-u", "%s: no such user", user), -1;
-	} else if (getuid() == 0 && sudo_uid) {
-		pw = getpwuid((uid_t)atol(sudo_uid));
-		if (!pw)
-			return errmsg("SUDO_UID", "%s: no such user", sudo_uid), -1;
-	}
-	if (pw)
-		*pw_out = *pw;
-	else
-		pw_out->pw_name = NULL;
+	out->name[0] = '\0';
+	if (user && userdb_by_name(user, out))
+		return errmsg("-u", "%s: %s", user, errno == ENOENT ? "no such user" :
+			      errmsg_strerror(errno)), -1;
+	if (!user && getuid() == 0 && sudo_uid && userdb_by_uid((uid_t)atol(sudo_uid), out))
+		return errmsg("SUDO_UID", "%s: %s", sudo_uid, errno == ENOENT ? "no such user" :
+			      errmsg_strerror(errno)), -1;
 	return 0;
 }
 
-static void drop_privileges(const struct passwd *pw)
+static void drop_privileges(const struct userdb_user *user)
 {
-	if (!pw->pw_name || pw->pw_uid == geteuid())
+	if (!user->name[0] || user->uid == geteuid())
 		return;
-	if (initgroups(pw->pw_name, pw->pw_gid) || setgid(pw->pw_gid) || setuid(pw->pw_uid)) {
-		errmsg("running as", "%s: %s", pw->pw_name, errmsg_strerror(errno));
+	if (userdb_become(user)) {
+		errmsg("running as", "%s: %s", user->name, errmsg_strerror(errno));
 		_exit(126);
 	}
-	setenv("HOME", pw->pw_dir, 1);
-	setenv("USER", pw->pw_name, 1);
-	setenv("LOGNAME", pw->pw_name, 1);
+	setenv("HOME", user->home, 1);
+	setenv("USER", user->name, 1);
+	setenv("LOGNAME", user->name, 1);
 }
 
 /*
@@ -83,12 +76,12 @@ static int drop_page_cache(void)
 pid_t start_gated_command(const struct command_spec *spec,
 			  int (*mark)(void *ctx, pid_t child), void *ctx)
 {
-	struct passwd pw = {};
+	struct userdb_user user;
 	int gate[2];
 	char go;
 	pid_t child;
 
-	if (target_credentials(spec->user, &pw) ||
+	if (target_credentials(spec->user, &user) ||
 	    (spec->drop_caches && drop_page_cache()) || pipe2(gate, O_CLOEXEC))
 		return -1;
 	child = fork();
@@ -103,7 +96,7 @@ pid_t start_gated_command(const struct command_spec *spec,
 		signal(SIGPIPE, SIG_DFL);
 		if (spec->stdout_to_stderr && dup2(STDERR_FILENO, STDOUT_FILENO) < 0)
 			_exit(127);
-		drop_privileges(&pw);
+		drop_privileges(&user);
 		if (spec->shell_command)
 			execl("/bin/sh", "sh", "-c", spec->shell_command, (char *)NULL);
 		else

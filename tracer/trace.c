@@ -206,7 +206,7 @@ int main(int argc, char **argv)
 	if (parse_options(argc, argv))
 		return 2;
 	run.page_size = sysconf(_SC_PAGESIZE);
-	libbpf_set_print(libbpf_print);
+	libbpf_set_print(trace_libbpf_print);
 	if (opts.budget)
 		return trace_budget();
 	if (open_output())

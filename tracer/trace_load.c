@@ -160,7 +160,7 @@ static __u64 kernel_function_address(const char *name)
 	return found;
 }
 
-int libbpf_print(enum libbpf_print_level level, const char *format, va_list args)
+int trace_libbpf_print(enum libbpf_print_level level, const char *format, va_list args)
 {
 	va_list copy;
 

@@ -101,7 +101,7 @@ void write_trailer(const struct lost_counts *lost, unsigned long long duration_u
 void report(const struct lost_counts *lost, unsigned long long duration_us);
 
 /* trace_load.c */
-int libbpf_print(enum libbpf_print_level level, const char *format, va_list args);
+int trace_libbpf_print(enum libbpf_print_level level, const char *format, va_list args);
 struct trace_bpf *load_programs(void);
 struct lost_counts read_lost(struct trace_bpf *skel);
 /* --budget (bpf_budget.h): the exit status. */

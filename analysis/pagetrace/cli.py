@@ -336,6 +336,13 @@ def main(argv=None):
                 dataset.DatasetError) as err:
             sys.stderr.write(f"pagetrace: {err}\n")
             code = 1
+        except ModuleNotFoundError as err:
+            # An optional library this verb needs (pyarrow, duckdb: not in
+            # Debian 12): one line naming it.
+            sys.stderr.write(f"pagetrace: {args.verb}: needs the Python module "
+                             f"{err.name}, which is not installed (pip install "
+                             f"'pagetrace[scale]')\n")
+            code = 1
         finally:
             for warning in caught:
                 if issubclass(warning.category, (UserWarning,)):

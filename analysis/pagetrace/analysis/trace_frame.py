@@ -26,6 +26,7 @@ and worded by `tracefile.check_record`. Two engines find the records:
   carriage returns), so the result never depends on which engine ran, only
   the speed does.
 """
+import importlib.util
 import warnings
 from dataclasses import dataclass, replace
 
@@ -266,7 +267,10 @@ def _recode(codes, values, keep):
 
 
 def _read_arrow(data, layout):
-    """Fast engine; raises _NotForArrow when the python engine must run."""
+    """Fast engine; raises _NotForArrow when the python engine must run
+    (pyarrow is optional: Debian 12 has none)."""
+    if importlib.util.find_spec("pyarrow") is None:
+        raise _NotForArrow("no pyarrow")
     start, end = layout.body_start, layout.body_end
     # Single-byte searches run at memchr speed; the rarer shapes cost more.
     if data.find(b"\r", start, end) != -1:
