@@ -122,6 +122,12 @@ def guide_commands():
         for block in blocks:
             for line in block.replace("\\\n", " ").splitlines():
                 line = line.split(" #")[0].strip()
+                first = line.split()[:2]
+                if first[:1] == ["sudo"]:
+                    first = first[1:]
+                # Only command lines: output in the same blocks is prose.
+                if first[:1] not in (["pagetrace"], ["pagetrace-launch"]):
+                    continue
                 words = shlex.split(line.split("|")[0].split(">")[0]
                                     .split("&&")[0]) if line else []
                 if words[:1] == ["sudo"]:
