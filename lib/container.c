@@ -7,6 +7,7 @@
  * lower layer and the upper one show their files at "/" in the container)
  * and the mounts (bind mounts: source -> destination).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -257,4 +258,40 @@ void container_free(struct container *c)
 		free(c->dirs[i].inside);
 	}
 	c->ndirs = 0;
+}
+
+/* The first run of 64 hex digits in the last component of PATH, in ID. */
+static bool container_id_in(const char *path, char id[65])
+{
+	const char *p = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	size_t run = 0;
+
+	for (; *p; p++) {
+		run = isxdigit((unsigned char)*p) ? run + 1 : 0;
+		if (run == 64 && !isxdigit((unsigned char)p[1])) {
+			memcpy(id, p - 63, 64);
+			id[64] = '\0';
+			return true;
+		}
+	}
+	return false;
+}
+
+bool container_name_of_cgroup(const char *cgroup, char *name, size_t size)
+{
+	static const char *const runtimes[] = { "docker", "podman" };
+	char id[65], out[512], err[256];
+
+	if (!container_id_in(cgroup, id))
+		return false;
+	for (size_t i = 0; i < sizeof(runtimes) / sizeof(runtimes[0]); i++) {
+		char *argv[] = { (char *)runtimes[i], "inspect", "--format", "{{.Name}}", id, NULL };
+
+		if (run_capture(argv, out, sizeof(out), err, sizeof(err)) || !out[0])
+			continue;
+		out[strcspn(out, "\n")] = '\0';
+		snprintf(name, size, "%s", out[0] == '/' ? out + 1 : out);
+		return name[0] != '\0';
+	}
+	return false;
 }

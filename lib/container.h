@@ -47,6 +47,14 @@ bool container_cgroup_dir(const struct container *c, char *dir, size_t size);
 int container_events_open(const char *runtime, const char *name, pid_t *pid);
 void container_events_close(int fd, pid_t pid);
 
+/*
+ * The name docker or podman gives the container whose cgroup is CGROUP (a
+ * path in which the container's 64-hex-digit id names the last component:
+ * /docker/ID, /system.slice/docker-ID.scope, libpod-ID...), in NAME. false
+ * when the path holds no such id or no runtime knows it.
+ */
+bool container_name_of_cgroup(const char *cgroup, char *name, size_t size);
+
 void container_free(struct container *c);
 
 #endif

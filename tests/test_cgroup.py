@@ -19,7 +19,7 @@ import time
 import pytest
 
 from conftest import REPO, require_root
-from pagecache_util import evict, write_file
+from pagecache_util import PAGE, cached_since_eviction, evict, write_file
 from test_trace import TRACE, assert_trace_matches_cache
 from test_trace_used import big_ra_ext4, data_dir  # noqa: F401 (fixtures)
 from trace_oracle import Trace
@@ -243,3 +243,67 @@ def test_bad_cgroup_one_line_nonzero(tool, path, why):
     assert proc.returncode == 2
     assert proc.stderr == f"{tool}: cgroup {path}: {why}\n"
     assert proc.stdout == ""
+
+
+@pytest.fixture
+def two_v2_cgroups():
+    """Two cgroups of the cgroup2 hierarchy below the test's own; removed
+    (their tasks moved out first) on every path."""
+    require_root()
+    mounts = _mounts()
+    if "v2" not in mounts:
+        pytest.skip("this machine mounts no cgroup2 hierarchy")
+    made = []
+    try:
+        for name in ("a", "b"):
+            path = os.path.join(mounts["v2"] + _own_cgroup("v2"),
+                                f"pagetrace-test-{os.getpid()}-{name}")
+            os.mkdir(path)
+            made.append(path)
+        yield made
+    finally:
+        for path in made:
+            if os.path.isdir(path):
+                _leave(path)
+
+
+def test_cachetop_by_cgroup_two_at_once(data_dir, two_v2_cgroups):
+    """Two readers, each in its own cgroup, read their own file cold then
+    warm at the same time. Each cgroup's row: misses are the pages the
+    kernel brought into the cache since the eviction (mincore, and
+    cachestat(2)'s evictions), hits the rest of the accesses (two reads of
+    the whole file); named by its path in the cgroup2 hierarchy; what the
+    test itself reads meanwhile (in its own cgroup) is not theirs."""
+    sizes = [1024 * KiB, 512 * KiB]
+    paths = files(data_dir, sizes + [256 * KiB])
+    outside = paths.pop()
+    counter = subprocess.Popen([CACHETOP, "--by", "cgroup", "-j", "60", "1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs = [reader(group, [], [path, path]) for group, path in zip(two_v2_cgroups, paths)]
+    try:
+        attached(counter)
+        for proc in procs:
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        subprocess.run(["cat", outside], stdout=subprocess.DEVNULL, check=True)
+        for proc in procs:
+            assert proc.stdout.readline() == "done\n"
+        counter.send_signal(signal.SIGINT)  # the interval ends here
+        out, err = counter.communicate(timeout=30)
+    finally:
+        for proc in procs:
+            finish(proc)
+        if counter.poll() is None:
+            counter.kill()
+            counter.wait()
+    assert counter.returncode == 0, err
+    (line,) = out.splitlines()
+    rows = {row["cgroup"]: row for row in json.loads(line)["cgroups"]}
+    v2 = _mounts()["v2"]
+    for group, path, size in zip(two_v2_cgroups, paths, sizes):
+        row = rows[group[len(v2):]]
+        misses = len(cached_since_eviction(path))
+        assert misses == size // PAGE
+        assert (row["hits"], row["misses"], row["container"]) == \
+            (2 * size // PAGE - misses, misses, None)
+        assert row["cgroup_id"] == os.stat(group).st_ino

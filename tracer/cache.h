@@ -23,6 +23,7 @@ enum cache_counter {
 	CACHE_LOST_PROCESS,	/* per-process map full */
 	CACHE_LOST_FILE,	/* per-file map full */
 	CACHE_LOST_FAULT,	/* a fault whose VMA was never found (mmap lock busy) */
+	CACHE_LOST_CGROUP,	/* per-cgroup map full */
 	NR_CACHE_COUNTERS,
 };
 
