@@ -19,6 +19,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include "container.h"
+#include "cgroup.h"
 #include "mountinfo.h"
 
 static const char TEMPLATE[] =
@@ -294,4 +295,33 @@ bool container_name_of_cgroup(const char *cgroup, char *name, size_t size)
 		return name[0] != '\0';
 	}
 	return false;
+}
+
+/* Named so far: asked once per cgroup id. */
+static struct cgroup_name *cgroup_names;
+static size_t nr_cgroup_names;
+
+const struct cgroup_name *name_cgroup(__u64 id, const char *component)
+{
+	struct cgroup_name *grown, *name;
+
+	for (size_t i = 0; i < nr_cgroup_names; i++)
+		if (cgroup_names[i].id == id)
+			return &cgroup_names[i];
+	grown = reallocarray(cgroup_names, nr_cgroup_names + 1, sizeof(*grown));
+	if (!grown)
+		return NULL;
+	cgroup_names = grown;
+	name = &cgroup_names[nr_cgroup_names];
+	memset(name, 0, sizeof(*name));
+	name->id = id;
+	if (!cgroup_path_of_id(id, name->path, sizeof(name->path))) {
+		if (!component || !component[0])
+			return NULL;	/* not remembered: the id may be met again */
+		/* gone already: its path is lost, its name is not */
+		snprintf(name->path, sizeof(name->path), "//gone/%s", component);
+	}
+	container_name_of_cgroup(name->path, name->container, sizeof(name->container));
+	nr_cgroup_names++;
+	return name;
 }

@@ -55,6 +55,22 @@ void container_events_close(int fd, pid_t pid);
  */
 bool container_name_of_cgroup(const char *cgroup, char *name, size_t size);
 
+/* A cgroup's name: its path in the cgroup2 hierarchy, and its container's
+ * name where a runtime knows it (cachetop --by cgroup). */
+struct cgroup_name {
+	unsigned long long id;
+	char path[4096];
+	char container[256];
+};
+
+/*
+ * Names the cgroup2 cgroup @id, once: later calls give the same. @component,
+ * if not NULL, is its directory's name, for one that is gone already (its
+ * path is then "//gone/COMPONENT"). NULL when out of memory, or when it is
+ * gone and @component is NULL (not remembered: it may be met again).
+ */
+const struct cgroup_name *name_cgroup(unsigned long long id, const char *component);
+
 void container_free(struct container *c);
 
 #endif

@@ -247,7 +247,7 @@ def test_bad_cgroup_one_line_nonzero(tool, path, why):
     assert proc.stdout == ""
 
 
-def _interval_ends(counter):
+def interval_ends(counter):
     """SIGINT ends the tool's one interval: its exit 0 and its one JSON line."""
     counter.send_signal(signal.SIGINT)
     out, err = counter.communicate(timeout=30)
@@ -256,7 +256,8 @@ def _interval_ends(counter):
     return json.loads(line)
 
 
-def _stopped(counter):
+def stopped(counter):
+    """Kills COUNTER if it still runs (a test that failed before it ended)."""
     if counter.poll() is None:
         counter.kill()
         counter.wait()
@@ -305,11 +306,11 @@ def test_cachetop_by_cgroup_two_at_once(data_dir, two_v2_cgroups):
         subprocess.run(["cat", outside], stdout=subprocess.DEVNULL, check=True)
         for proc in procs:
             assert proc.stdout.readline() == "done\n"
-        sample = _interval_ends(counter)
+        sample = interval_ends(counter)
     finally:
         for proc in procs:
             finish(proc)
-        _stopped(counter)
+        stopped(counter)
     rows = {row["cgroup"]: row for row in sample["cgroups"]}
     v2 = _mounts()["v2"]
     for group, path, size in zip(two_v2_cgroups, paths, sizes):
@@ -366,10 +367,10 @@ def test_cachestat_openmetrics_counts_equal_its_own(data_dir, cgroup_dir):
         first, _ = _scrape(port)
         go(proc)
         second, cgroups = _scrape(port)
-        own = _interval_ends(counter)
+        own = interval_ends(counter)
     finally:
         finish(proc)
-        _stopped(counter)
+        stopped(counter)
     misses = len(cached_since_eviction(inside))
     assert misses == 1024 * KiB // PAGE
     assert _counts(first) == {"hits": 0, "misses": 0, "dirties": 0}

@@ -135,6 +135,25 @@ static __always_inline struct cache_counts *file_counts(struct inode *inode,
 	return bpf_map_lookup_elem(&files, id);
 }
 
+/* The current task's cgroup2 directory name, for user space to name it by. */
+static __always_inline void send_cgroup_name(__u64 id)
+{
+	struct task_struct *task = current_task();
+	struct cgroup_event *event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
+	const char *name;
+
+	if (!event) {
+		on_path_lost();
+		return;
+	}
+	event->kind = CGROUP_EVENT_KIND;
+	event->id = id;
+	name = BPF_CORE_READ(task, cgroups, dfl_cgrp, kn, name);
+	if (!name || bpf_probe_read_kernel_str(event->name, sizeof(event->name), name) < 0)
+		event->name[0] = '\0';
+	bpf_ringbuf_submit(event, wakeup_flags());
+}
+
 static __always_inline struct cache_counts *current_cgroup(void)
 {
 	__u64 id = bpf_get_current_cgroup_id();
@@ -145,6 +164,8 @@ static __always_inline struct cache_counts *current_cgroup(void)
 		return entry;
 	if (bpf_map_update_elem(&cgroups, &id, &fresh, BPF_NOEXIST) == -7 /* E2BIG */)
 		add(CACHE_LOST_CGROUP, 1);
+	else
+		send_cgroup_name(id);
 	return bpf_map_lookup_elem(&cgroups, &id);
 }
 

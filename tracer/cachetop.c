@@ -25,6 +25,7 @@
 #include <bpf/bpf.h>
 #include "errmsg.h"
 #include "container.h"
+#include "cgroup.h"
 #include "command.h"
 #include "paths.h"
 #include "cache_load.h"
@@ -237,39 +238,9 @@ static const char *row_path(const struct row *row)
 	return known ? known->path : "//unknown";
 }
 
-/* A cgroup's name: its path in the cgroup2 hierarchy, and its container's
- * name where a runtime knows it; asked once per cgroup id. */
-struct cgroup_name {
-	__u64 id;
-	char path[4096];
-	char container[256];
-};
-
-static struct cgroup_name *cgroup_names;
-static size_t nr_cgroup_names;
-
-static const struct cgroup_name *cgroup_name(__u64 id)
+static const char *cgroup_path(const struct cgroup_name *name)
 {
-	struct cgroup_name *grown, *name;
-
-	for (size_t i = 0; i < nr_cgroup_names; i++)
-		if (cgroup_names[i].id == id)
-			return &cgroup_names[i];
-	grown = reallocarray(cgroup_names, nr_cgroup_names + 1, sizeof(*grown));
-	if (!grown)
-		return NULL;
-	cgroup_names = grown;
-	name = &cgroup_names[nr_cgroup_names];
-	memset(name, 0, sizeof(*name));
-	name->id = id;
-	if (!cgroup_path_of_id(id, name->path, sizeof(name->path))) {
-		/* gone before it was named: not remembered, in case the id is met again */
-		snprintf(name->path, sizeof(name->path), "//gone");
-		return name;
-	}
-	container_name_of_cgroup(name->path, name->container, sizeof(name->container));
-	nr_cgroup_names++;
-	return name;
+	return name ? name->path : "//unknown";
 }
 
 /* ------------------------------------------------------------------ */
@@ -299,10 +270,10 @@ static void json_counts(FILE *out, const struct cache_counts *c)
 
 static void json_cgroup(FILE *out, __u64 id)
 {
-	const struct cgroup_name *name = cgroup_name(id);
+	const struct cgroup_name *name = name_cgroup(id, NULL);
 
 	fprintf(out, "\"cgroup_id\": %llu, \"cgroup\": ", (unsigned long long)id);
-	json_string(out, name ? name->path : "//unknown");
+	json_string(out, cgroup_path(name));
 	fputs(", \"container\": ", out);
 	if (name && name->container[0])
 		json_string(out, name->container);
@@ -336,9 +307,9 @@ static void json_rows(FILE *out, const struct table *t, enum by by)
 /* The container's name, else the cgroup's path. */
 static const char *row_cgroup(const struct row *row)
 {
-	const struct cgroup_name *name = cgroup_name(row->cgroup);
+	const struct cgroup_name *name = name_cgroup(row->cgroup, NULL);
 
-	return !name ? "//unknown" : name->container[0] ? name->container : name->path;
+	return name && name->container[0] ? name->container : cgroup_path(name);
 }
 
 static void text_rows(FILE *out, const struct table *t, enum by by, size_t limit)
@@ -375,9 +346,17 @@ static void text_rows(FILE *out, const struct table *t, enum by by, size_t limit
 static int handle_event(void *ctx, void *data, size_t size)
 {
 	const struct path_event *e = data;
+	const struct cgroup_event *c = data;
 	char *path;
 
 	(void)ctx;
+	if (size >= sizeof(*c) && c->kind == CGROUP_EVENT_KIND) {
+		char component[CGROUP_NAME_LEN + 1] = "";
+
+		memcpy(component, c->name, CGROUP_NAME_LEN);
+		name_cgroup(c->id, component);
+		return 0;
+	}
 	if (size < sizeof(*e) || e->kind != PATH_EVENT_KIND)
 		return 0;
 	path = resolve_path(e);
