@@ -142,7 +142,7 @@ int cgroup_target_resolve(const char *path, struct cgroup_target *t)
 	t->subsys = match.v2 ? -1 : controller_id(match.options);
 	if (!match.v2 && t->subsys < 0)
 		return fail(path, "a v1 hierarchy without a controller (such as name=systemd): "
-			    "give the cgroup in the cgroup2 hierarchy or in a controller's");
+			    "give the cgroup in the cgroup2 hierarchy or in a hierarchy with a controller");
 	return 0;
 }
 
