@@ -265,39 +265,43 @@ def stopped(counter):
 
 @pytest.fixture
 def two_v2_cgroups():
-    """Two cgroups of the cgroup2 hierarchy below the test's own; removed
-    (their tasks moved out first) on every path."""
+    """(parent, [a, b]): a cgroup of the cgroup2 hierarchy below the test's
+    own, and two below it; removed (their tasks moved out first) on every
+    path."""
     require_root()
     mounts = _mounts()
     if "v2" not in mounts:
         pytest.skip("this machine mounts no cgroup2 hierarchy")
+    parent = os.path.join(mounts["v2"] + _own_cgroup("v2"), f"pagetrace-test-{os.getpid()}")
     made = []
     try:
-        for name in ("a", "b"):
-            path = os.path.join(mounts["v2"] + _own_cgroup("v2"),
-                                f"pagetrace-test-{os.getpid()}-{name}")
+        for path in (parent, os.path.join(parent, "a"), os.path.join(parent, "b")):
             os.mkdir(path)
             made.append(path)
-        yield made
+        yield parent, made[1:]
     finally:
-        for path in made:
+        for path in reversed(made):
             if os.path.isdir(path):
                 _leave(path)
 
 
-def test_cachetop_by_cgroup_two_at_once(data_dir, two_v2_cgroups):
+@pytest.mark.parametrize("scope", ["all", "--cgroup parent"])
+def test_cachetop_by_cgroup_two_at_once(data_dir, two_v2_cgroups, scope):
     """Two readers, each in its own cgroup, read their own file cold then
     warm at the same time. Each cgroup's row: misses are the pages the
     kernel brought into the cache since the eviction (mincore, and
     cachestat(2)'s evictions), hits the rest of the accesses (two reads of
     the whole file); named by its path in the cgroup2 hierarchy; what the
-    test itself reads meanwhile (in its own cgroup) is not theirs."""
+    test itself reads meanwhile (in its own cgroup) is not theirs. With
+    --cgroup PARENT, their two rows are the only ones."""
+    parent, groups = two_v2_cgroups
     sizes = [1024 * KiB, 512 * KiB]
     paths = files(data_dir, sizes + [256 * KiB])
     outside = paths.pop()
-    counter = subprocess.Popen([CACHETOP, "--by", "cgroup", "-j", "60", "1"],
+    only = ["--cgroup", parent] if scope != "all" else []
+    counter = subprocess.Popen([CACHETOP, "--by", "cgroup", "-j", *only, "60", "1"],
                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    procs = [reader(group, [], [path, path]) for group, path in zip(two_v2_cgroups, paths)]
+    procs = [reader(group, [], [path, path]) for group, path in zip(groups, paths)]
     try:
         attached(counter)
         for proc in procs:
@@ -313,7 +317,9 @@ def test_cachetop_by_cgroup_two_at_once(data_dir, two_v2_cgroups):
         stopped(counter)
     rows = {row["cgroup"]: row for row in sample["cgroups"]}
     v2 = _mounts()["v2"]
-    for group, path, size in zip(two_v2_cgroups, paths, sizes):
+    if only:
+        assert sorted(rows) == sorted(group[len(v2):] for group in groups)
+    for group, path, size in zip(groups, paths, sizes):
         row = rows[group[len(v2):]]
         misses = len(cached_since_eviction(path))
         assert misses == size // PAGE
