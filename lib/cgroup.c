@@ -8,6 +8,7 @@
  * root, which mountinfo's root field gives for a mount of a subtree.
  */
 #include <errno.h>
+#include <ftw.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -141,7 +142,7 @@ int cgroup_target_resolve(const char *path, struct cgroup_target *t)
 	t->subsys = match.v2 ? -1 : controller_id(match.options);
 	if (!match.v2 && t->subsys < 0)
 		return fail(path, "a v1 hierarchy without a controller (such as name=systemd): "
-			    "give the cgroup in the cgroup2 hierarchy or in a controller's");
+			    "give the cgroup in the cgroup2 hierarchy or in a hierarchy with a controller");
 	return 0;
 }
 
@@ -150,4 +151,34 @@ bool cgroup_target_exists(const struct cgroup_target *t)
 	struct stat st;
 
 	return !stat(t->path, &st) && st.st_ino == t->id;
+}
+
+static struct {
+	__u64 id;
+	char found[PATH_MAX];
+} wanted;
+
+static int match_id(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)ftw;
+	if (type != FTW_D || st->st_ino != wanted.id)
+		return 0;
+	snprintf(wanted.found, sizeof(wanted.found), "%s", path);
+	return 1;
+}
+
+bool cgroup_path_of_id(__u64 id, char *path, size_t size)
+{
+	struct mount_match match = {};	/* .path NULL: the whole cgroup2 hierarchy */
+	size_t n;
+
+	if (for_each_mount(match_mount, &match) < 0 || !match.best)
+		return false;
+	n = strcmp(match.point, "/") ? strlen(match.point) : 0;
+	wanted.id = id;
+	wanted.found[0] = '\0';
+	if (nftw(match.point, match_id, 16, FTW_PHYS | FTW_MOUNT) != 1)
+		return false;
+	snprintf(path, size, "%s", wanted.found[n] ? wanted.found + n : "/");
+	return true;
 }

@@ -25,4 +25,11 @@ int cgroup_target_resolve(const char *path, struct cgroup_target *target);
  * manager removed it)? */
 bool cgroup_target_exists(const struct cgroup_target *target);
 
+/*
+ * The path in the cgroup2 hierarchy ("/system.slice/x.service", "/" for its
+ * root) of the cgroup whose id is ID, as bpf_get_current_cgroup_id() gives
+ * it: the directory whose inode is ID. false when there is none (any more).
+ */
+bool cgroup_path_of_id(__u64 id, char *path, size_t size);
+
 #endif

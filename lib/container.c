@@ -7,6 +7,7 @@
  * lower layer and the upper one show their files at "/" in the container)
  * and the mounts (bind mounts: source -> destination).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -18,6 +19,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include "container.h"
+#include "cgroup.h"
 #include "mountinfo.h"
 
 static const char TEMPLATE[] =
@@ -257,4 +259,69 @@ void container_free(struct container *c)
 		free(c->dirs[i].inside);
 	}
 	c->ndirs = 0;
+}
+
+/* The first run of 64 hex digits in the last component of PATH, in ID. */
+static bool container_id_in(const char *path, char id[65])
+{
+	const char *p = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
+	size_t run = 0;
+
+	for (; *p; p++) {
+		run = isxdigit((unsigned char)*p) ? run + 1 : 0;
+		if (run == 64 && !isxdigit((unsigned char)p[1])) {
+			memcpy(id, p - 63, 64);
+			id[64] = '\0';
+			return true;
+		}
+	}
+	return false;
+}
+
+bool container_name_of_cgroup(const char *cgroup, char *name, size_t size)
+{
+	static const char *const runtimes[] = { "docker", "podman" };
+	char id[65], out[512], err[256];
+
+	if (!container_id_in(cgroup, id))
+		return false;
+	for (size_t i = 0; i < sizeof(runtimes) / sizeof(runtimes[0]); i++) {
+		char *argv[] = { (char *)runtimes[i], "inspect", "--format", "{{.Name}}", id, NULL };
+
+		if (run_capture(argv, out, sizeof(out), err, sizeof(err)) || !out[0])
+			continue;
+		out[strcspn(out, "\n")] = '\0';
+		snprintf(name, size, "%s", out[0] == '/' ? out + 1 : out);
+		return name[0] != '\0';
+	}
+	return false;
+}
+
+/* Named so far: asked once per cgroup id. */
+static struct cgroup_name *cgroup_names;
+static size_t nr_cgroup_names;
+
+const struct cgroup_name *name_cgroup(__u64 id, const char *component)
+{
+	struct cgroup_name *grown, *name;
+
+	for (size_t i = 0; i < nr_cgroup_names; i++)
+		if (cgroup_names[i].id == id)
+			return &cgroup_names[i];
+	grown = reallocarray(cgroup_names, nr_cgroup_names + 1, sizeof(*grown));
+	if (!grown)
+		return NULL;
+	cgroup_names = grown;
+	name = &cgroup_names[nr_cgroup_names];
+	memset(name, 0, sizeof(*name));
+	name->id = id;
+	if (!cgroup_path_of_id(id, name->path, sizeof(name->path))) {
+		if (!component || !component[0])
+			return NULL;	/* not remembered: the id may be met again */
+		/* gone already: its path is lost, its name is not */
+		snprintf(name->path, sizeof(name->path), "//gone/%s", component);
+	}
+	container_name_of_cgroup(name->path, name->container, sizeof(name->container));
+	nr_cgroup_names++;
+	return name;
 }

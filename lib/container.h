@@ -47,6 +47,30 @@ bool container_cgroup_dir(const struct container *c, char *dir, size_t size);
 int container_events_open(const char *runtime, const char *name, pid_t *pid);
 void container_events_close(int fd, pid_t pid);
 
+/*
+ * The name docker or podman gives the container whose cgroup is CGROUP (a
+ * path in which the container's 64-hex-digit id names the last component:
+ * /docker/ID, /system.slice/docker-ID.scope, libpod-ID...), in NAME. false
+ * when the path holds no such id or no runtime knows it.
+ */
+bool container_name_of_cgroup(const char *cgroup, char *name, size_t size);
+
+/* A cgroup's name: its path in the cgroup2 hierarchy, and its container's
+ * name where a runtime knows it (cachetop --by cgroup). */
+struct cgroup_name {
+	unsigned long long id;
+	char path[4096];
+	char container[256];
+};
+
+/*
+ * Names the cgroup2 cgroup @id, once: later calls give the same. @component,
+ * if not NULL, is its directory's name, for one that is gone already (its
+ * path is then "//gone/COMPONENT"). NULL when out of memory, or when it is
+ * gone and @component is NULL (not remembered: it may be met again).
+ */
+const struct cgroup_name *name_cgroup(unsigned long long id, const char *component);
+
 void container_free(struct container *c);
 
 #endif

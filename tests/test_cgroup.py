@@ -11,15 +11,17 @@ import contextlib
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
 import time
+import urllib.request
 
 import pytest
 
 from conftest import REPO, require_root
-from pagecache_util import evict, write_file
+from pagecache_util import PAGE, cached_since_eviction, evict, write_file
 from test_trace import TRACE, assert_trace_matches_cache
 from test_trace_used import big_ra_ext4, data_dir  # noqa: F401 (fixtures)
 from trace_oracle import Trace
@@ -242,4 +244,160 @@ def test_bad_cgroup_one_line_nonzero(tool, path, why):
                           capture_output=True, text=True, timeout=30)
     assert proc.returncode == 2
     assert proc.stderr == f"{tool}: cgroup {path}: {why}\n"
+    assert proc.stdout == ""
+
+
+def interval_ends(counter):
+    """SIGINT ends the tool's one interval: its exit 0 and its one JSON line."""
+    counter.send_signal(signal.SIGINT)
+    out, err = counter.communicate(timeout=30)
+    assert counter.returncode == 0, err
+    (line,) = out.splitlines()
+    return json.loads(line)
+
+
+def stopped(counter):
+    """Kills COUNTER if it still runs (a test that failed before it ended)."""
+    if counter.poll() is None:
+        counter.kill()
+        counter.wait()
+
+
+@pytest.fixture
+def two_v2_cgroups():
+    """(parent, [a, b]): a cgroup of the cgroup2 hierarchy below the test's
+    own, and two below it; removed (their tasks moved out first) on every
+    path."""
+    require_root()
+    mounts = _mounts()
+    if "v2" not in mounts:
+        pytest.skip("this machine mounts no cgroup2 hierarchy")
+    parent = os.path.join(mounts["v2"] + _own_cgroup("v2"), f"pagetrace-test-{os.getpid()}")
+    made = []
+    try:
+        for path in (parent, os.path.join(parent, "a"), os.path.join(parent, "b")):
+            os.mkdir(path)
+            made.append(path)
+        yield parent, made[1:]
+    finally:
+        for path in reversed(made):
+            if os.path.isdir(path):
+                _leave(path)
+
+
+@pytest.mark.parametrize("scope", ["all", "--cgroup parent"])
+def test_cachetop_by_cgroup_two_at_once(data_dir, two_v2_cgroups, scope):
+    """Two readers, each in its own cgroup, read their own file cold then
+    warm at the same time. Each cgroup's row: misses are the pages the
+    kernel brought into the cache since the eviction (mincore, and
+    cachestat(2)'s evictions), hits the rest of the accesses (two reads of
+    the whole file); named by its path in the cgroup2 hierarchy; what the
+    test itself reads meanwhile (in its own cgroup) is not theirs. With
+    --cgroup PARENT, their two rows are the only ones."""
+    parent, groups = two_v2_cgroups
+    sizes = [1024 * KiB, 512 * KiB]
+    paths = files(data_dir, sizes + [256 * KiB])
+    outside = paths.pop()
+    only = ["--cgroup", parent] if scope != "all" else []
+    counter = subprocess.Popen([CACHETOP, "--by", "cgroup", "-j", *only, "60", "1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs = [reader(group, [], [path, path]) for group, path in zip(groups, paths)]
+    try:
+        attached(counter)
+        for proc in procs:
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        subprocess.run(["cat", outside], stdout=subprocess.DEVNULL, check=True)
+        for proc in procs:
+            assert proc.stdout.readline() == "done\n"
+        sample = interval_ends(counter)
+    finally:
+        for proc in procs:
+            finish(proc)
+        stopped(counter)
+    rows = {row["cgroup"]: row for row in sample["cgroups"]}
+    v2 = _mounts()["v2"]
+    if only:
+        assert sorted(rows) == sorted(group[len(v2):] for group in groups)
+    for group, path, size in zip(groups, paths, sizes):
+        row = rows[group[len(v2):]]
+        misses = len(cached_since_eviction(path))
+        assert misses == size // PAGE
+        assert (row["hits"], row["misses"], row["container"]) == \
+            (2 * size // PAGE - misses, misses, None)
+        assert row["cgroup_id"] == os.stat(group).st_ino
+
+
+def _free_loopback_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _scrape(port):
+    """One scrape, parsed by prometheus_client's OpenMetrics parser:
+    {(sample name, labels without cgroup): value}, and the cgroup labels."""
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
+        assert response.headers["Content-Type"].startswith("application/openmetrics-text")
+        text = response.read().decode()
+    samples, cgroups = {}, set()
+    for family in text_string_to_metric_families(text):
+        for s in family.samples:
+            labels = dict(s.labels)
+            cgroups.add(labels.pop("cgroup", None))
+            samples[(s.name, tuple(sorted(labels.items())))] = s.value
+    return samples, cgroups
+
+
+def _counts(samples):
+    return {name: int(samples[(f"pagetrace_cache_{name}_total", ())])
+            for name in ("hits", "misses", "dirties")}
+
+
+@pytest.mark.parametrize("cgroup_dir", ["v2"], indirect=True)
+def test_cachestat_openmetrics_counts_equal_its_own(data_dir, cgroup_dir):
+    """cachestat --cgroup --openmetrics :PORT -j: a scrape before the
+    reader joins (all 0), one after its cold then warm read of 1 MiB; the
+    second's counters equal cachestat's own -j line for its run, and the
+    kernel's (the misses: pages brought in since eviction, mincore and
+    cachestat(2)); lost events are a metric of their own (0 here)."""
+    (inside,) = files(data_dir, [1024 * KiB])
+    port = _free_loopback_port()
+    counter = subprocess.Popen([CACHESTAT, "--cgroup", cgroup_dir, "--openmetrics", f":{port}",
+                                "-j", "60", "1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    proc = reader(cgroup_dir, [], [inside, inside])
+    try:
+        attached(counter)
+        first, _ = _scrape(port)
+        go(proc)
+        second, cgroups = _scrape(port)
+        own = interval_ends(counter)
+    finally:
+        finish(proc)
+        stopped(counter)
+    misses = len(cached_since_eviction(inside))
+    assert misses == 1024 * KiB // PAGE
+    assert _counts(first) == {"hits": 0, "misses": 0, "dirties": 0}
+    assert _counts(second) == {"hits": own["hits"], "misses": own["misses"],
+                               "dirties": own["dirties"]} == \
+        {"hits": misses, "misses": misses, "dirties": 0}
+    assert second[("pagetrace_cache_read_hit_ratio", ())] == pytest.approx(own["read_hit_ratio"])
+    lost = {k: v for k, v in second.items() if k[0] == "pagetrace_cache_lost_events_total"}
+    assert len(lost) == 9 and sum(lost.values()) == own["lost"] == 0
+    assert cgroups == {os.path.realpath(cgroup_dir)}
+
+
+def test_cachestat_openmetrics_port_taken_one_line():
+    """The port already taken: one line naming it, non-zero, nothing loaded."""
+    require_root()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        proc = subprocess.run([CACHESTAT, "--openmetrics", f":{port}", "1", "1"],
+                              capture_output=True, text=True, timeout=30)
+    assert proc.returncode == 1
+    assert proc.stderr == f"cachestat: 127.0.0.1:{port}: Address already in use\n"
     assert proc.stdout == ""

@@ -20,7 +20,7 @@ import pytest
 import loopimg
 from conftest import require_root
 from pagecache_util import PAGE, cached_since_eviction, evict
-from test_cgroup import attached
+from test_cgroup import CACHETOP, attached, interval_ends, stopped
 from test_trace import TRACE
 from trace_oracle import Trace
 
@@ -147,9 +147,7 @@ def test_container_started_by_the_daemon_traced_with_wait(image):
         out, err = tracer.communicate(timeout=60)
         ended = time.monotonic() - started
     finally:
-        if tracer.poll() is None:
-            tracer.kill()
-            tracer.wait()
+        stopped(tracer)
         docker(env, "rm", "-f", "pt-wait", check=False)
     assert tracer.returncode == 0, err
     trace = Trace(out)
@@ -172,3 +170,28 @@ def test_unknown_container_one_line(image):
     assert proc.returncode == 1
     assert proc.stderr.startswith("trace: container pt-no-such: docker: ")
     assert len(proc.stderr.splitlines()) == 1 and proc.stdout == ""
+
+
+def test_cachetop_by_cgroup_names_the_container(image):
+    """cachetop --by cgroup while dockerd runs a container that reads its
+    4 MiB file whole, cold: one row named by the container's name, whose
+    cgroup path holds the container's id, with at least the file's 1,024
+    misses (the exec of /reader adds its own; their number depends on
+    readahead, so this test checks the name, not those)."""
+    env, layer = image
+    data = os.path.join(layer, "data", "f")
+    evict(data)
+    counter = subprocess.Popen([CACHETOP, "--by", "cgroup", "-j", "60", "1"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    try:
+        attached(counter)
+        cid = docker(env, "run", "-d", "--name", "pt-top", "pagetrace-test:1",
+                     "/reader", "/data/f", str(4 * MiB)).stdout.strip()
+        assert docker(env, "wait", "pt-top").stdout.strip() == "0"
+        sample = interval_ends(counter)
+    finally:
+        stopped(counter)
+        docker(env, "rm", "-f", "pt-top", check=False)
+    rows = [r for r in sample["cgroups"] if r["container"] == "pt-top"]
+    assert len(rows) == 1, sample
+    assert cid in rows[0]["cgroup"] and rows[0]["misses"] >= 4 * MiB // PAGE

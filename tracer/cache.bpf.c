@@ -2,7 +2,7 @@
 /*
  * Kernel side of cachestat and cachetop: page-cache hits, misses, dirties
  * and fault-around mappings, system-wide or for traced tasks, in total, per
- * process and per file.
+ * process, per file and per cgroup (the cgroup2 hierarchy's, by id).
  *
  * The words are those of page_access.bpf.h, which does the counting: an
  * access is a page a read call asked for or the faulting page of an mmap
@@ -25,9 +25,10 @@
 #include "page_access.bpf.h"
 #include "bio_pages.bpf.h"
 
-/* cachetop: keep counts per process (tgid) and per file. */
+/* cachetop: keep counts per process (tgid), per file, per cgroup. */
 const volatile bool per_process = false;
 const volatile bool per_file = false;
+const volatile bool per_cgroup = false;
 /* Wake the reader only once this much is waiting; it also polls on a timer. */
 const volatile __u64 wakeup_bytes = 1 << 16;
 
@@ -51,6 +52,13 @@ struct {
 	__type(key, struct file_id);
 	__type(value, struct cache_counts);
 } files SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 4096);
+	__type(key, __u64);		/* cgroup2 id (bpf_get_current_cgroup_id) */
+	__type(value, struct cache_counts);
+} cgroups SEC(".maps");
 
 /* File names, for cachetop --files (struct path_event). */
 struct {
@@ -127,6 +135,40 @@ static __always_inline struct cache_counts *file_counts(struct inode *inode,
 	return bpf_map_lookup_elem(&files, id);
 }
 
+/* The current task's cgroup2 directory name, for user space to name it by. */
+static __always_inline void send_cgroup_name(__u64 id)
+{
+	struct task_struct *task = current_task();
+	struct cgroup_event *event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
+	const char *name;
+
+	if (!event) {
+		on_path_lost();
+		return;
+	}
+	event->kind = CGROUP_EVENT_KIND;
+	event->id = id;
+	name = BPF_CORE_READ(task, cgroups, dfl_cgrp, kn, name);
+	if (!name || bpf_probe_read_kernel_str(event->name, sizeof(event->name), name) < 0)
+		event->name[0] = '\0';
+	bpf_ringbuf_submit(event, wakeup_flags());
+}
+
+static __always_inline struct cache_counts *current_cgroup(void)
+{
+	__u64 id = bpf_get_current_cgroup_id();
+	struct cache_counts *entry = bpf_map_lookup_elem(&cgroups, &id);
+	struct cache_counts fresh = {};
+
+	if (entry)
+		return entry;
+	if (bpf_map_update_elem(&cgroups, &id, &fresh, BPF_NOEXIST) == -7 /* E2BIG */)
+		add(CACHE_LOST_CGROUP, 1);
+	else
+		send_cgroup_name(id);
+	return bpf_map_lookup_elem(&cgroups, &id);
+}
+
 static __always_inline void count_in(struct cache_counts *c, const struct cache_counts *d)
 {
 	if (!c)
@@ -137,7 +179,7 @@ static __always_inline void count_in(struct cache_counts *c, const struct cache_
 	__sync_fetch_and_add(&c->mapped, d->mapped);
 }
 
-/* Add @delta to the totals, the current process and the file. */
+/* Add @delta to the totals, the current process, the file and the cgroup. */
 static __always_inline void account(struct inode *inode, const struct file_id *id,
 				    const struct cache_counts *delta)
 {
@@ -154,6 +196,8 @@ static __always_inline void account(struct inode *inode, const struct file_id *i
 	}
 	if (per_file)
 		count_in(file_counts(inode, id), delta);
+	if (per_cgroup)
+		count_in(current_cgroup(), delta);
 }
 
 /* page_access.bpf.h hooks */

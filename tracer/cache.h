@@ -23,6 +23,7 @@ enum cache_counter {
 	CACHE_LOST_PROCESS,	/* per-process map full */
 	CACHE_LOST_FILE,	/* per-file map full */
 	CACHE_LOST_FAULT,	/* a fault whose VMA was never found (mmap lock busy) */
+	CACHE_LOST_CGROUP,	/* per-cgroup map full */
 	NR_CACHE_COUNTERS,
 };
 
@@ -38,6 +39,19 @@ struct process_counts {
 	__u32 uid;
 	__u32 pad;
 	char comm[TASK_COMM_LEN];
+};
+
+/* cachetop --by cgroup: a cgroup seen (again) with its directory's name,
+ * sent when its entry is made, so that one that is gone by the time its row
+ * is printed (a container that ran and exited) can still be named. */
+#define CGROUP_EVENT_KIND	3
+#define CGROUP_NAME_LEN		128
+
+struct cgroup_event {
+	__u32 kind;		/* CGROUP_EVENT_KIND */
+	__u32 pad;
+	__u64 id;		/* cgroup2 id */
+	char name[CGROUP_NAME_LEN];	/* the last component of its path */
 };
 
 #endif /* PAGETRACE_CACHE_H */

@@ -107,6 +107,7 @@ static struct cache_bpf *open_and_load(const struct cache_load_options *o, bool 
 	}
 	skel->rodata->per_process = o->per_process;
 	skel->rodata->per_file = o->per_file;
+	skel->rodata->per_cgroup = o->per_cgroup;
 	skel->rodata->count_hits = true;
 	skel->rodata->page_shift = __builtin_ctzl((unsigned long)sysconf(_SC_PAGESIZE));
 	skel->rodata->use_bpf_loop =
@@ -240,12 +241,12 @@ void cache_report_lost(const __u64 t[NR_CACHE_COUNTERS])
 		return;
 	errmsg(NULL, "%llu events LOST (page state map full: %llu, ranges too long: %llu, "
 	       "bios too long: %llu, untracked children: %llu, names: %llu, processes: %llu, "
-	       "files: %llu, faults unresolved: %llu); the counts are incomplete",
+	       "files: %llu, faults unresolved: %llu, cgroups: %llu); the counts are incomplete",
 	       (unsigned long long)cache_lost(t), (unsigned long long)t[CACHE_LOST_PAGE_STATE],
 	       (unsigned long long)t[CACHE_LOST_LONG_RANGE], (unsigned long long)t[CACHE_LOST_LONG_BIO],
 	       (unsigned long long)t[CACHE_LOST_TASKS], (unsigned long long)t[CACHE_LOST_PATH],
 	       (unsigned long long)t[CACHE_LOST_PROCESS], (unsigned long long)t[CACHE_LOST_FILE],
-	       (unsigned long long)t[CACHE_LOST_FAULT]);
+	       (unsigned long long)t[CACHE_LOST_FAULT], (unsigned long long)t[CACHE_LOST_CGROUP]);
 }
 
 double read_hit_ratio(__u64 hits, __u64 misses)

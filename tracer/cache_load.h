@@ -15,6 +15,7 @@ struct cache_load_options {
 	const struct cgroup_target *cgroup;	/* --cgroup: its tasks only, else NULL */
 	bool per_process;
 	bool per_file;
+	bool per_cgroup;	/* counts per cgroup2 id */
 	bool verbose;		/* libbpf's messages */
 };
 

@@ -3,7 +3,8 @@
  * cachestat: system-wide page-cache hits, misses and dirties per interval,
  * the columns of bcc's cachestat, counted exactly on tracepoints (see
  * cache.bpf.c and page_access.bpf.h for the words). Owns the options, the
- * interval loop and the output; loading is cache_load.c's.
+ * interval loop and the output; loading is cache_load.c's, serving
+ * --openmetrics openmetrics.c's.
  */
 #define _GNU_SOURCE
 #include <argp.h>
@@ -18,6 +19,7 @@
 #include "errmsg.h"
 #include "attach_choice.h"
 #include "cache_load.h"
+#include "openmetrics.h"
 
 #define TOOL "cachestat"
 
@@ -28,6 +30,7 @@ static struct options {
 	const char *cgroup_path;	/* --cgroup */
 	struct cgroup_target cgroup;
 	bool budget;
+	const char *openmetrics;	/* --openmetrics ADDR:PORT */
 } opts = { .every.seconds = 1.0 };
 
 const char *argp_program_version = TOOL " (pagetrace) " PAGETRACE_VERSION;
@@ -50,15 +53,19 @@ static const char doc[] =
 "  sudo pagetrace-cachestat 5 12         # every 5 s, for a minute\n"
 "  sudo pagetrace-cachestat -j 1 10 > cache.jsonl   # one JSON object a line\n"
 "  sudo pagetrace-cachestat --cgroup /sys/fs/cgroup/system.slice/nginx.service 5\n"
+"  sudo pagetrace-cachestat --openmetrics :9411 60   # Prometheus scrapes 127.0.0.1:9411\n"
 "  sudo pagetrace-cachestat --budget    # verified instructions and stack\n"
 "\n"
 "OPTIONS:";
 
-enum { OPT_CGROUP = 0x100, OPT_BUDGET };
+enum { OPT_CGROUP = 0x100, OPT_OPENMETRICS, OPT_BUDGET };
 
 static const struct argp_option argp_options[] = {
 	{ "cgroup", OPT_CGROUP, "PATH", 0, "Only tasks in the cgroup PATH or below it, also those that "
 	  "join later (PATH: its directory, or its path in the cgroup2 hierarchy)", 0 },
+	{ "openmetrics", OPT_OPENMETRICS, "ADDR:PORT", 0, "Also serve the totals since the start "
+	  "(hits, misses, dirties, hit ratio, lost events) as OpenMetrics text over HTTP on "
+	  "ADDR:PORT (:PORT: 127.0.0.1), until stopped", 0 },
 	{ "json", 'j', NULL, 0, "One JSON object per interval, one per line", 0 },
 	{ "verbose", 'v', NULL, 0, "Show libbpf's messages", 0 },
 	{ "budget", OPT_BUDGET, NULL, 0, "Count nothing: load cachestat's and cachetop's programs "
@@ -74,6 +81,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case 'v': opts.verbose = true; break;
 	case OPT_CGROUP: opts.cgroup_path = arg; break;
 	case OPT_BUDGET: opts.budget = true; break;
+	case OPT_OPENMETRICS: opts.openmetrics = arg; break;
 	case ARGP_KEY_ARG:
 		interval_argument(state, &opts.every, arg);
 		break;
@@ -139,13 +147,28 @@ static void print_interval(const __u64 *now, const __u64 *before)
 	fflush(stdout);
 }
 
-/* Sleep @seconds, or less if a signal asks to stop. */
-static void wait_interval(double seconds)
+/* Sleep @seconds, or less if a signal asks to stop; answer scrapes meanwhile
+ * when @listener is a socket. */
+static void wait_interval(double seconds, int listener, struct cache_bpf *skel)
 {
 	struct timespec left = { (time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9) };
+	struct timespec start, now;
+	double done = 0;
 
-	while (!stop_requested && nanosleep(&left, &left) && errno == EINTR)
-		;
+	if (listener < 0) {
+		while (!stop_requested && nanosleep(&left, &left) && errno == EINTR)
+			;
+		return;
+	}
+	clock_gettime(CLOCK_MONOTONIC, &start);
+	while (!stop_requested && done < seconds) {
+		int ms = (int)((seconds - done) * 1000) + 1;
+
+		openmetrics_serve(listener, ms < 100 ? ms : 100, skel,
+				  opts.cgroup_path ? opts.cgroup.path : NULL);
+		clock_gettime(CLOCK_MONOTONIC, &now);
+		done = (now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) / 1e9;
+	}
 }
 
 int main(int argc, char **argv)
@@ -155,7 +178,7 @@ int main(int argc, char **argv)
 	__u64 before[NR_CACHE_COUNTERS] = {}, now[NR_CACHE_COUNTERS];
 	struct sigaction action = { .sa_handler = on_signal };
 	struct cache_bpf *skel;
-	int exit_code = 1;
+	int exit_code = 1, listener = -1;
 
 	errmsg_init(TOOL);
 	if (argp_parse(&argp, argc, argv, 0, NULL, NULL))
@@ -168,14 +191,20 @@ int main(int argc, char **argv)
 		return errmsg("--budget", "counts nothing: give it no INTERVAL or COUNT"), 2;
 	if (opts.budget)
 		return cache_budget(opts.verbose);
+	/* Before loading: a port taken leaves nothing attached. */
+	if (opts.openmetrics && (listener = openmetrics_listen(opts.openmetrics)) < 0)
+		return listener == -2 ? 2 : 1;
 	load.verbose = opts.verbose;
 	if (opts.cgroup_path) {
 		load.all = false;
 		load.cgroup = &opts.cgroup;
 	}
 	skel = cache_load(&load);
-	if (!skel)
+	if (!skel) {
+		if (listener >= 0)
+			close(listener);
 		return 1;
+	}
 	sigaction(SIGINT, &action, NULL);
 	sigaction(SIGTERM, &action, NULL);
 	say_ready(TOOL);
@@ -183,7 +212,7 @@ int main(int argc, char **argv)
 		printf("%10s %10s %10s %8s %11s %11s\n", "HITS", "MISSES", "DIRTIES", "HIT%",
 		       "BUFFERS_MB", "CACHED_MB");
 	for (unsigned long i = 0; !stop_requested && (!opts.every.count || i < opts.every.count); i++) {
-		wait_interval(opts.every.seconds);
+		wait_interval(opts.every.seconds, listener, skel);
 		if (cache_read_totals(skel, now))
 			goto cleanup;
 		print_interval(now, before);
@@ -192,6 +221,8 @@ int main(int argc, char **argv)
 	cache_report_lost(before);
 	exit_code = 0;
 cleanup:
+	if (listener >= 0)
+		close(listener);
 	cache_unload(skel);
 	return exit_code;
 }

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
  * cachetop: page-cache hits, misses, dirties and fault-around mappings per
- * process or per file, every INTERVAL; or, with -c CMD, once for CMD and
+ * process, per file or per cgroup, every INTERVAL; or, with -c CMD, once for CMD and
  * its descendants when CMD exits. Counted by cache.bpf.c (the words are
  * page_access.bpf.h's). Owns the options, the per-process and per-file
  * tables (read from the BPF maps, sorted, printed as text or JSON) and the
  * wait for CMD; loading is cache_load.c's, file names are paths.c's,
+ * cgroup paths lib/cgroup.c's, container names lib/container.c's,
  * starting CMD is command.c's.
  */
 #define _GNU_SOURCE
@@ -24,6 +25,8 @@
 #include <bpf/bpf.h>
 #include "errmsg.h"
 #include "attach_choice.h"
+#include "container.h"
+#include "cgroup.h"
 #include "command.h"
 #include "paths.h"
 #include "cache_load.h"
@@ -36,7 +39,7 @@
 static struct options {
 	pid_t pid;		/* -p */
 	const char *command;	/* -c */
-	bool files;		/* --files */
+	enum by { BY_PROCESS, BY_FILE, BY_CGROUP } by;	/* --by, --files */
 	bool drop_caches;	/* --drop-caches (-c) */
 	const char *cgroup_path;	/* --cgroup */
 	struct cgroup_target cgroup;
@@ -65,6 +68,7 @@ static const char doc[] =
 "EXAMPLES:\n"
 "  sudo pagetrace-cachetop                    # top processes, every second\n"
 "  sudo pagetrace-cachetop --files 5          # top files, every 5 s\n"
+"  sudo pagetrace-cachetop --by cgroup        # top cgroups (containers by name)\n"
 "  sudo pagetrace-cachetop -p 1234 1 10       # one process, 10 s\n"
 "  sudo pagetrace-cachetop --cgroup /system.slice/nginx.service  # one service\n"
 "  sudo pagetrace-cachetop -j -c 'make -j2'   # one JSON object when make ends\n"
@@ -75,14 +79,17 @@ static const char doc[] =
 "\n"
 "OPTIONS:";
 
-enum { OPT_FILES = 0x100, OPT_DROP_CACHES, OPT_CGROUP };
+enum { OPT_FILES = 0x100, OPT_DROP_CACHES, OPT_CGROUP, OPT_BY };
 
 static const struct argp_option argp_options[] = {
 	{ "pid", 'p', "PID", 0, "Only this process (all its threads) and its children", 0 },
 	{ "command", 'c', "CMD", 0, "Run CMD with /bin/sh -c; report it and its descendants when it exits", 0 },
 	{ "cgroup", OPT_CGROUP, "PATH", 0, "Only tasks in the cgroup PATH or below it, also those "
 	  "that join later (PATH: its directory, or its path in the cgroup2 hierarchy)", 0 },
-	{ "files", OPT_FILES, NULL, 0, "Rows per file instead of per process", 0 },
+	{ "files", OPT_FILES, NULL, 0, "Rows per file instead of per process (--by file)", 0 },
+	{ "by", OPT_BY, "WHAT", 0, "Rows per process (default), file or cgroup: one row per "
+	  "cgroup2 cgroup, named by its container's name where docker or podman knows it, "
+	  "else by its path", 0 },
 	{ "drop-caches", OPT_DROP_CACHES, NULL, 0, "With -c: sync and drop the page cache before "
 	  "starting CMD (a cold start)", 0 },
 	{ "json", 'j', NULL, 0, "JSON: one object per interval (one line each), or one for -c", 0 },
@@ -102,7 +109,17 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 			argp_error(state, "-p: '%s' is not a process id", arg);
 		break;
 	case 'c': opts.command = arg; break;
-	case OPT_FILES: opts.files = true; break;
+	case OPT_FILES: opts.by = BY_FILE; break;
+	case OPT_BY:
+		if (!strcmp(arg, "process"))
+			opts.by = BY_PROCESS;
+		else if (!strcmp(arg, "file"))
+			opts.by = BY_FILE;
+		else if (!strcmp(arg, "cgroup"))
+			opts.by = BY_CGROUP;
+		else
+			argp_error(state, "--by: '%s' is not process, file or cgroup", arg);
+		break;
 	case OPT_DROP_CACHES: opts.drop_caches = true; break;
 	case OPT_CGROUP: opts.cgroup_path = arg; break;
 	case 'j': opts.json = true; break;
@@ -137,6 +154,7 @@ struct row {
 	__u32 pid, uid;
 	char comm[TASK_COMM_LEN + 1];
 	struct file_id file;
+	__u64 cgroup;
 	struct cache_counts counts;
 };
 
@@ -156,10 +174,22 @@ static int add_row(struct table *t, const struct row *row)
 	return 0;
 }
 
-/* Every entry of the processes or files map; emptied with @reset (the top view). */
-static int read_table(struct cache_bpf *skel, bool by_file, bool reset, struct table *t)
+static struct bpf_map *map_of(struct cache_bpf *skel, enum by by)
 {
-	struct bpf_map *map = by_file ? skel->maps.files : skel->maps.processes;
+	return by == BY_FILE ? skel->maps.files : by == BY_CGROUP ? skel->maps.cgroups :
+		skel->maps.processes;
+}
+
+static void *row_key(struct row *row, enum by by)
+{
+	return by == BY_FILE ? (void *)&row->file : by == BY_CGROUP ? (void *)&row->cgroup :
+		(void *)&row->pid;
+}
+
+/* Every entry of the processes, files or cgroups map; emptied with @reset (the top view). */
+static int read_table(struct cache_bpf *skel, enum by by, bool reset, struct table *t)
+{
+	struct bpf_map *map = map_of(skel, by);
 	size_t key_size = bpf_map__key_size(map);
 	char key[sizeof(struct file_id)], next[sizeof(struct file_id)];
 	void *prev = NULL;
@@ -172,8 +202,8 @@ static int read_table(struct cache_bpf *skel, bool by_file, bool reset, struct t
 		memcpy(key, next, key_size);
 		prev = key;
 		memset(&row, 0, sizeof(row));
-		if (by_file) {
-			memcpy(&row.file, key, sizeof(row.file));
+		if (by != BY_PROCESS) {
+			memcpy(row_key(&row, by), key, key_size);
 			if (bpf_map__lookup_elem(map, key, key_size, &row.counts, sizeof(row.counts), 0))
 				continue;
 		} else {
@@ -189,8 +219,7 @@ static int read_table(struct cache_bpf *skel, bool by_file, bool reset, struct t
 	}
 	if (reset)
 		for (size_t i = 0; i < t->count; i++)
-			bpf_map__delete_elem(map, by_file ? (void *)&t->rows[i].file :
-					     (void *)&t->rows[i].pid, key_size, 0);
+			bpf_map__delete_elem(map, row_key(&t->rows[i], by), key_size, 0);
 	return 0;
 }
 
@@ -208,6 +237,11 @@ static const char *row_path(const struct row *row)
 	struct known_file *known = known_file(&row->file);
 
 	return known ? known->path : "//unknown";
+}
+
+static const char *cgroup_path(const struct cgroup_name *name)
+{
+	return name ? name->path : "//unknown";
 }
 
 /* ------------------------------------------------------------------ */
@@ -235,16 +269,31 @@ static void json_counts(FILE *out, const struct cache_counts *c)
 		(unsigned long long)c->dirties, read_hit_ratio(c->hits, c->misses));
 }
 
-static void json_rows(FILE *out, const struct table *t, bool by_file)
+static void json_cgroup(FILE *out, __u64 id)
+{
+	const struct cgroup_name *name = name_cgroup(id, NULL);
+
+	fprintf(out, "\"cgroup_id\": %llu, \"cgroup\": ", (unsigned long long)id);
+	json_string(out, cgroup_path(name));
+	fputs(", \"container\": ", out);
+	if (name && name->container[0])
+		json_string(out, name->container);
+	else
+		fputs("null", out);
+}
+
+static void json_rows(FILE *out, const struct table *t, enum by by)
 {
 	putc('[', out);
 	for (size_t i = 0; i < t->count; i++) {
 		const struct row *row = &t->rows[i];
 
 		fputs(i ? ", {" : "{", out);
-		if (by_file) {
+		if (by == BY_FILE) {
 			fputs("\"path\": ", out);
 			json_string(out, row_path(row));
+		} else if (by == BY_CGROUP) {
+			json_cgroup(out, row->cgroup);
 		} else {
 			fprintf(out, "\"pid\": %u, \"uid\": %u, \"comm\": ", row->pid, row->uid);
 			json_string(out, row->comm);
@@ -256,11 +305,21 @@ static void json_rows(FILE *out, const struct table *t, bool by_file)
 	putc(']', out);
 }
 
-static void text_rows(FILE *out, const struct table *t, bool by_file, size_t limit)
+/* The container's name, else the cgroup's path. */
+static const char *row_cgroup(const struct row *row)
 {
-	if (by_file)
+	const struct cgroup_name *name = name_cgroup(row->cgroup, NULL);
+
+	return name && name->container[0] ? name->container : cgroup_path(name);
+}
+
+static void text_rows(FILE *out, const struct table *t, enum by by, size_t limit)
+{
+	bool by_file = by == BY_FILE;
+
+	if (by != BY_PROCESS)
 		fprintf(out, "%10s %10s %10s %10s %9s  %s\n", "HITS", "MISSES", "MAPPED", "DIRTIES",
-			"READ_HIT%", "PATH");
+			"READ_HIT%", by_file ? "PATH" : "CGROUP");
 	else
 		fprintf(out, "%7s %6s %-16s %10s %10s %10s %10s %9s\n", "PID", "UID", "COMM", "HITS",
 			"MISSES", "MAPPED", "DIRTIES", "READ_HIT%");
@@ -269,11 +328,11 @@ static void text_rows(FILE *out, const struct table *t, bool by_file, size_t lim
 		const struct cache_counts *c = &r->counts;
 		double ratio = read_hit_ratio(c->hits, c->misses) * 100;
 
-		if (by_file)
+		if (by != BY_PROCESS)
 			fprintf(out, "%10llu %10llu %10llu %10llu %8.2f%%  %s\n",
 				(unsigned long long)c->hits, (unsigned long long)c->misses,
 				(unsigned long long)c->mapped, (unsigned long long)c->dirties, ratio,
-				row_path(r));
+				by_file ? row_path(r) : row_cgroup(r));
 		else
 			fprintf(out, "%7u %6u %-16s %10llu %10llu %10llu %10llu %8.2f%%\n", r->pid,
 				r->uid, r->comm, (unsigned long long)c->hits,
@@ -288,9 +347,17 @@ static void text_rows(FILE *out, const struct table *t, bool by_file, size_t lim
 static int handle_event(void *ctx, void *data, size_t size)
 {
 	const struct path_event *e = data;
+	const struct cgroup_event *c = data;
 	char *path;
 
 	(void)ctx;
+	if (size >= sizeof(*c) && c->kind == CGROUP_EVENT_KIND) {
+		char component[CGROUP_NAME_LEN + 1] = "";
+
+		memcpy(component, c->name, CGROUP_NAME_LEN);
+		name_cgroup(c->id, component);
+		return 0;
+	}
 	if (size < sizeof(*e) || e->kind != PATH_EVENT_KIND)
 		return 0;
 	path = resolve_path(e);
@@ -310,6 +377,10 @@ static void on_signal(int sig)
 	stop_requested = 1;
 }
 
+static const char *const table_name[] = {
+	[BY_PROCESS] = "processes", [BY_FILE] = "files", [BY_CGROUP] = "cgroups",
+};
+
 static void print_top(struct cache_bpf *skel, struct ring_buffer *rb)
 {
 	struct table t;
@@ -318,18 +389,18 @@ static void print_top(struct cache_bpf *skel, struct ring_buffer *rb)
 	struct tm tm;
 
 	ring_buffer__consume(rb);
-	if (read_table(skel, opts.files, true, &t))
+	if (read_table(skel, opts.by, true, &t))
 		return;
 	qsort(t.rows, t.count, sizeof(*t.rows), busier_first);
 	gmtime_r(&now, &tm);
 	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
 	if (opts.json) {
-		printf("{\"time\": \"%s\", \"%s\": ", stamp, opts.files ? "files" : "processes");
-		json_rows(stdout, &t, opts.files);
+		printf("{\"time\": \"%s\", \"%s\": ", stamp, table_name[opts.by]);
+		json_rows(stdout, &t, opts.by);
 		puts("}");
 	} else {
 		printf("%s\n", stamp);
-		text_rows(stdout, &t, opts.files, TOP_ROWS);
+		text_rows(stdout, &t, opts.by, TOP_ROWS);
 		putchar('\n');
 	}
 	fflush(stdout);
@@ -367,33 +438,42 @@ static void print_summary(struct cache_bpf *skel, const __u64 *totals, int exit_
 		.hits = totals[CACHE_HITS], .misses = totals[CACHE_MISSES],
 		.dirties = totals[CACHE_DIRTIES], .mapped = totals[CACHE_MAPPED],
 	};
-	struct table procs = {}, files_table = {};
+	struct table procs = {}, files_table = {}, cgroups_table = {};
 
-	if (read_table(skel, false, false, &procs) || read_table(skel, true, false, &files_table))
+	if (read_table(skel, BY_PROCESS, false, &procs) ||
+	    read_table(skel, BY_FILE, false, &files_table) ||
+	    (opts.by == BY_CGROUP && read_table(skel, BY_CGROUP, false, &cgroups_table)))
 		goto out;
 	qsort(procs.rows, procs.count, sizeof(*procs.rows), busier_first);
 	qsort(files_table.rows, files_table.count, sizeof(*files_table.rows), busier_first);
+	qsort(cgroups_table.rows, cgroups_table.count, sizeof(*cgroups_table.rows), busier_first);
 	if (opts.json) {
 		fputs("{\"command\": ", stdout);
 		json_string(stdout, opts.command);
 		printf(", \"exit_status\": %d, ", exit_code);
 		json_counts(stdout, &all);
 		printf(", \"lost\": %llu, \"processes\": ", (unsigned long long)cache_lost(totals));
-		json_rows(stdout, &procs, false);
+		json_rows(stdout, &procs, BY_PROCESS);
 		fputs(", \"files\": ", stdout);
-		json_rows(stdout, &files_table, true);
+		json_rows(stdout, &files_table, BY_FILE);
+		if (opts.by == BY_CGROUP) {
+			fputs(", \"cgroups\": ", stdout);
+			json_rows(stdout, &cgroups_table, BY_CGROUP);
+		}
 		puts("}");
 	} else {
 		printf("%s: hits %llu, misses %llu, mapped %llu, dirties %llu, read hit ratio %.2f%%\n",
 		       opts.command, (unsigned long long)all.hits, (unsigned long long)all.misses,
 		       (unsigned long long)all.mapped, (unsigned long long)all.dirties,
 		       read_hit_ratio(all.hits, all.misses) * 100);
-		text_rows(stdout, opts.files ? &files_table : &procs, opts.files, (size_t)-1);
+		text_rows(stdout, opts.by == BY_FILE ? &files_table : opts.by == BY_CGROUP ?
+			  &cgroups_table : &procs, opts.by, (size_t)-1);
 	}
 	fflush(stdout);
 out:
 	free(procs.rows);
 	free(files_table.rows);
+	free(cgroups_table.rows);
 }
 
 /* Is the first word of CMD something the shell can run? */
@@ -466,8 +546,9 @@ int main(int argc, char **argv)
 	load.all = !opts.pid && !opts.command && !opts.cgroup_path;
 	load.cgroup = opts.cgroup_path ? &opts.cgroup : NULL;
 	/* The top view reads and empties one table per interval: keep only that one. */
-	load.per_process = opts.command || !opts.files;
-	load.per_file = opts.command || opts.files;
+	load.per_process = opts.command || opts.by == BY_PROCESS;
+	load.per_file = opts.command || opts.by == BY_FILE;
+	load.per_cgroup = opts.by == BY_CGROUP;
 	load.verbose = opts.verbose;
 	skel = cache_load(&load);
 	if (!skel || load_mounts())
