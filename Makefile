@@ -6,7 +6,7 @@ PYTHON ?= $(CURDIR)/.venv/bin/python
 # Sub-projects with a Makefile of their own.
 SUBDIRS := lib tracer replay launch samples diskemu
 
-.PHONY: all deps test test-dist static dist install-share wheel test-wheel test-kernels test-spark bench demo install clean fuzz-cache fuzz-cache-long $(SUBDIRS)
+.PHONY: all deps test test-arm64 test-dist static dist install-share wheel test-wheel test-kernels test-spark bench demo install clean fuzz-cache fuzz-cache-long $(SUBDIRS)
 
 all: $(SUBDIRS)
 
@@ -35,6 +35,21 @@ test-kernels: all
 	PAGETRACE_KERNELS_TOOLS=$(KERNELS_TOOLS) PAGETRACE_KERNELS_DOC=$(CURDIR)/docs/kernels.md \
 	PAGETRACE_KERNELS="$(KERNELS)" PAGETRACE_KERNELS_QUICK="$(KERNELS_QUICK)" \
 	$(PYTHON) -m pytest -ra tests/kernels
+
+# The arm64 quick check (CI, after the matrix; docs/kernels.md, "arm64"):
+# Debian's arm64 6.12 under qemu-system-aarch64, the static arm64 tools
+# loaded, one cold trace (tp_btf and raw_tp) against mincore, and
+# ARM64_QUICK_SEEDS's random scripts (COUNT on ext4, COUNT on xfs),
+# compared exactly. Writes no docs/kernels.md.
+ARM64_QUICK_KERNEL ?= arm64-6.12
+ARM64_QUICK_SEEDS ?= 1001 50
+test-arm64:
+	@test -x $(PYTHON) || { echo "make: no $(PYTHON): run scripts/install-deps first" >&2; exit 1; }
+	$(PYTHON) tests/kernels/fetch $(ARM64_QUICK_KERNEL)
+	$(MAKE) static ARCH=arm64
+	PAGETRACE_KERNELS=$(ARM64_QUICK_KERNEL) PAGETRACE_KERNELS_QUICK=$(ARM64_QUICK_KERNEL) \
+	PAGETRACE_KERNELS_FUZZ_SEEDS="$(ARM64_QUICK_SEEDS)" \
+	$(PYTHON) -m pytest -ra tests/kernels -k "$(ARM64_QUICK_KERNEL)-"
 
 # The randomized ground truth of the cache tools' counts (tests/cachefuzz.py,
 # docs/tracer.md): one seed (make fuzz-cache SEED=N, what a failing seed
