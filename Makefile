@@ -6,12 +6,16 @@ PYTHON ?= $(CURDIR)/.venv/bin/python
 # Sub-projects with a Makefile of their own.
 SUBDIRS := lib tracer replay launch samples diskemu
 
-.PHONY: all deps test test-containers test-dist static dist install-share wheel test-wheel deb test-deb test-kernels test-spark bench demo install clean fuzz-cache fuzz-cache-long $(SUBDIRS)
+.PHONY: all deps test test-arm64 test-containers test-dist static dist install-share wheel test-wheel deb test-deb test-kernels test-spark bench demo install clean fuzz-cache fuzz-cache-long $(SUBDIRS)
 
 all: $(SUBDIRS)
 
 $(SUBDIRS):
 	$(MAKE) -C $@
+
+# lib/'s archive is linked by the others: built once, before them (with -j,
+# two makes in lib/ at once raced on it).
+tracer replay launch diskemu: lib
 
 deps:
 	scripts/install-deps
@@ -40,9 +44,25 @@ KERNELS_TOOLS ?= $(CURDIR)/tracer
 test-kernels: all
 	@test -x $(PYTHON) || { echo "make: no $(PYTHON): run scripts/install-deps first" >&2; exit 1; }
 	$(PYTHON) tests/kernels/fetch $(KERNELS)
+	$(if $(filter arm64-%,$(KERNELS)),$(MAKE) static ARCH=arm64)
 	PAGETRACE_KERNELS_TOOLS=$(KERNELS_TOOLS) PAGETRACE_KERNELS_DOC=$(CURDIR)/docs/kernels.md \
 	PAGETRACE_KERNELS="$(KERNELS)" PAGETRACE_KERNELS_QUICK="$(KERNELS_QUICK)" \
 	$(PYTHON) -m pytest -ra tests/kernels
+
+# The arm64 quick check (CI, after the matrix; docs/kernels.md, "arm64"):
+# Debian's arm64 6.12 under qemu-system-aarch64, the static arm64 tools
+# loaded, one cold trace (tp_btf and raw_tp) against mincore, and
+# ARM64_QUICK_SEEDS's random scripts (COUNT on ext4, COUNT on xfs),
+# compared exactly. Writes no docs/kernels.md.
+ARM64_QUICK_KERNEL ?= arm64-6.12
+ARM64_QUICK_SEEDS ?= 1001 50
+test-arm64:
+	@test -x $(PYTHON) || { echo "make: no $(PYTHON): run scripts/install-deps first" >&2; exit 1; }
+	$(PYTHON) tests/kernels/fetch $(ARM64_QUICK_KERNEL)
+	$(MAKE) static ARCH=arm64
+	PAGETRACE_KERNELS=$(ARM64_QUICK_KERNEL) PAGETRACE_KERNELS_QUICK=$(ARM64_QUICK_KERNEL) \
+	PAGETRACE_KERNELS_FUZZ_SEEDS="$(ARM64_QUICK_SEEDS)" \
+	$(PYTHON) -m pytest -ra tests/kernels -k "$(ARM64_QUICK_KERNEL)-"
 
 # The randomized ground truth of the cache tools' counts (tests/cachefuzz.py,
 # docs/tracer.md): one seed (make fuzz-cache SEED=N, what a failing seed
@@ -125,12 +145,22 @@ install-share:
 # dist/pagetrace-VERSION-ARCH-linux.tar.gz with the Python core, the man
 # pages, the completion and install.sh (packaging/make-tarball).
 VERSION := $(shell cat analysis/pagetrace/VERSION)
+# ARCH=arm64 alone: the cross compiler, and for the BPF's vmlinux.h the BTF
+# of Debian's arm64 6.12 (tests/kernels/list-arm64), cut out of its package
+# once into the kernels' cache (as root; docs/kernels.md, "arm64").
+ifeq ($(ARCH),arm64)
+CROSS_COMPILE ?= aarch64-linux-gnu-
+ARM64_BTF_KERNEL ?= arm64-6.12
+VMLINUX_BTF ?= $(or $(PAGETRACE_KERNELS_CACHE),/var/lib/pagetrace-kernels)/arm64/$(ARM64_BTF_KERNEL)/vmlinux.btf
+export CROSS_COMPILE VMLINUX_BTF
+endif
 DIST_ARCH ?= $(if $(CROSS_COMPILE),$(patsubst %-linux-gnu-,%,$(CROSS_COMPILE)),$(shell uname -m))
 STATIC_DIR := $(CURDIR)/build/static-$(DIST_ARCH)
 STATIC_FLAGS = STATIC=1 BIN=$(STATIC_DIR) LIBPAGETRACE=$(STATIC_DIR)/obj/lib/libpagetrace.a
 DIST_TARBALL := dist/pagetrace-$(VERSION)-$(DIST_ARCH)-linux.tar.gz
 static:
 	@CC="$(if $(CROSS_COMPILE),$(CROSS_COMPILE)gcc,$(CC))" packaging/check-deps static
+	$(if $(filter arm64,$(ARCH)),@test -r $(VMLINUX_BTF) || python3 tests/kernels/fetch --btf $(ARM64_BTF_KERNEL))
 	$(MAKE) -C tracer $(STATIC_FLAGS) OUTPUT=$(STATIC_DIR)/obj/tracer $(addprefix $(STATIC_DIR)/,trace cachestat cachetop)
 	$(MAKE) -C replay $(STATIC_FLAGS) OUTPUT=$(STATIC_DIR)/obj/replay $(STATIC_DIR)/replay
 	$(MAKE) -C launch $(STATIC_FLAGS) OUTPUT=$(STATIC_DIR)/obj/launch $(STATIC_DIR)/launch

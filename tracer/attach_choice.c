@@ -10,6 +10,7 @@
 #include <bpf/libbpf.h>
 #include <bpf/btf.h>
 #include "attach_choice.h"
+#include "errmsg.h"
 
 /* Entries of a thread-id hash that stands in for task storage. */
 #define THREAD_HASH_ENTRIES	65536
@@ -173,4 +174,22 @@ void say_ready(const char *tool)
 {
 	fprintf(stderr, "%s: Tracing... Hit Ctrl-C to end.\n", tool);
 	fflush(stderr);
+}
+
+/*
+ * ENOTSUPP (524, the kernel's own errno) at attach: the kernel cannot
+ * attach fentry or fexit to a kernel function, which needs ftrace direct
+ * calls (arm64 has them from v6.4, "arm64: ftrace: Add direct call
+ * support", Florent Revest; Debian's arm64 6.1 refuses). Only the filemap
+ * fallbacks (programs.bpf.h) attach that way.
+ */
+#define KERNEL_ENOTSUPP 524
+
+void attach_failure_say(int err, const char *needs)
+{
+	if (err == -KERNEL_ENOTSUPP)
+		errmsg(NULL, "kernel lacks fentry/fexit on kernel functions (BPF trampolines), "
+		       "which %s needs", needs);
+	else
+		errmsg("attaching to tracepoints", "%s", errmsg_strerror(-err));
 }

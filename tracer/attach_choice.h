@@ -60,11 +60,21 @@ struct attach_choice {
 	ATTACH_OR_FUNCTION(p, "mm_filemap_fault", "filemap", fault, "filemap_fault", fentry_fault), \
 	ATTACH_OR_FUNCTION(p, "mm_filemap_get_pages", "filemap", get_pages, "filemap_get_pages", \
 			   fexit_get_pages)
+/*
+ * The fault tracepoints are x86's; on arm64, a kprobe on handle_mm_fault()
+ * where the tracepoint is missing (arch_faults.bpf.h).
+ */
+#if defined(__aarch64__)
+#define ATTACH_FAULT(p, tp, name) \
+	ATTACH_OR_FUNCTION(p, tp, "exceptions", name, "handle_mm_fault", kprobe_##name)
+#else
+#define ATTACH_FAULT(p, tp, name) ATTACH_TRACEPOINT(p, tp, "exceptions", name)
+#endif
 #define ATTACH_PAGE_ACCESS(p) \
 	ATTACH_OR_FUNCTION(p, "mm_filemap_map_pages", "filemap", map_pages, "filemap_map_pages", \
 			   fexit_map_pages), \
-	ATTACH_TRACEPOINT(p, "page_fault_user", "exceptions", fault_user), \
-	ATTACH_TRACEPOINT(p, "page_fault_kernel", "exceptions", fault_kernel), \
+	ATTACH_FAULT(p, "page_fault_user", fault_user), \
+	ATTACH_FAULT(p, "page_fault_kernel", fault_kernel), \
 	ATTACH_TRACEPOINT(p, "sys_enter", "raw_syscalls", read_syscall)
 
 /* Find how @c attaches on the kernel described by @vmlinux (sets how, chosen). */
@@ -74,6 +84,11 @@ void attach_choice_set_autoload(const struct attach_choice *c, bool load);
 /* With -v: one line naming how each loaded attach point (@loaded NULL: all) attaches. */
 void attach_choice_print(FILE *f, const char *tool, const struct attach_choice *c, int n,
 			 const bool *loaded);
+/*
+ * An attach error (@err from the skeleton's attach) in one line; what the
+ * kernel lacks when that is the cause, naming what @needs it.
+ */
+void attach_failure_say(int err, const char *needs);
 /* Is parameter @index (from 0) of kernel function @function a pointer? */
 bool kernel_param_is_pointer(const struct btf *vmlinux, const char *function, int index);
 /*

@@ -102,6 +102,7 @@ static __always_inline void on_task_lost(void)
 #include "file_path.bpf.h"
 #include "traced_tasks.bpf.h"
 #include "programs.bpf.h"
+#include "arch_faults.bpf.h"
 
 static __always_inline struct process_counts *current_process(void)
 {
@@ -309,5 +310,6 @@ TRACEPOINT_PROGRAMS(dirty, "writeback_dirty_folio", handle_dirty(folio, mapping)
 
 PAGE_ACCESS_PROGRAMS()
 FILEMAP_FUNCTION_PROGRAMS()
+ARCH_FAULT_PROGRAMS()
 
 char LICENSE[] SEC("license") = "GPL";

@@ -192,7 +192,7 @@ struct cache_bpf *cache_load(const struct cache_load_options *o)
 	}
 	err = cache_bpf__attach(skel);
 	if (err) {
-		errmsg("attaching to tracepoints", "%s", errmsg_strerror(-err));
+		attach_failure_say(err, "it");
 		cache_bpf__destroy(skel);
 		return NULL;
 	}

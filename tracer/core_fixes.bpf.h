@@ -27,6 +27,11 @@ struct page___compound_info { unsigned long compound_info; } CORE_FLAVOUR;
 struct page___with_index { unsigned long index; } CORE_FLAVOUR;
 /* v6.1 to v6.12: the folio's page count is _folio_nr_pages. */
 struct folio___folio_nr_pages { unsigned int _folio_nr_pages; } CORE_FLAVOUR;
+/*
+ * Later, _nr_pages: a flavour too, so that a vmlinux.h without it builds
+ * (the arm64 build's, from Debian's arm64 6.12: docs/kernels.md, "arm64").
+ */
+struct folio___nr_pages { unsigned long _nr_pages; } CORE_FLAVOUR;
 /* v7.x renamed bvec_iter.bi_bvec_done to bi_offset (same meaning). */
 struct bvec_iter___offset { unsigned int bi_offset; } CORE_FLAVOUR;
 struct bio___offset { struct bvec_iter___offset bi_iter; } CORE_FLAVOUR;
@@ -155,8 +160,8 @@ static __always_inline __u64 folio_pages(const struct folio *folio)
 
 	if (!(page_flags_word(folio) & head))
 		return 1;
-	if (bpf_core_field_exists(folio->_nr_pages))
-		return BPF_CORE_READ(folio, _nr_pages);
+	if (bpf_core_field_exists(struct folio___nr_pages, _nr_pages))
+		return BPF_CORE_READ((struct folio___nr_pages *)folio, _nr_pages);
 	if (bpf_core_field_exists(struct folio___folio_nr_pages, _folio_nr_pages))
 		return BPF_CORE_READ((struct folio___folio_nr_pages *)folio, _folio_nr_pages);
 	return 1UL << (BPF_CORE_READ(folio, _flags_1) & 0xff);

@@ -163,6 +163,7 @@ __noinline int throttled_for_traced(__u64 blkcg)
 
 #include "traced_tasks.bpf.h"
 #include "programs.bpf.h"
+#include "arch_faults.bpf.h"
 
 static __always_inline void on_path_lost(void)
 {
@@ -476,5 +477,6 @@ TRACEPOINT_PROGRAMS(get_pages, "mm_filemap_get_pages", handle_get_pages(mapping,
 
 PAGE_ACCESS_PROGRAMS()
 FILEMAP_FUNCTION_PROGRAMS()
+ARCH_FAULT_PROGRAMS()
 
 char LICENSE[] SEC("license") = "GPL";

@@ -32,6 +32,7 @@
 #include "paths.h"
 #include "trace.h"
 #include "trace_run.h"
+#include "attach_choice.h"
 #include "trace.skel.h"
 
 /* ------------------------------------------------------------------ */
@@ -221,7 +222,7 @@ int main(int argc, char **argv)
 		goto cleanup;
 	err = trace_bpf__attach(skel);
 	if (err) {
-		errmsg("attaching to tracepoints", "%s", errmsg_strerror(-err));
+		attach_failure_say(err, "--used");
 		goto cleanup;
 	}
 	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), handle_event, NULL, NULL);

@@ -82,71 +82,85 @@ def kernels(path=LIST):
 
 
 def kernel(name):
-    for k in kernels():
+    """NAME of tests/kernels/list, or of list-arm64 (arm64vm.py)."""
+    import arm64vm
+    for k in kernels() + arm64vm.kernels():
         if k.name == name:
             return k
-    names = " ".join(k.name for k in kernels())
+    names = " ".join(k.name for k in kernels() + arm64vm.kernels())
     sys.exit(f"kernels: no kernel {name!r} in {LIST} (there are: {names})")
 
 
-def _apt_options():
-    apt = os.path.join(CACHE, "apt")
-    return ["-o", f"Dir::Etc::SourceList={apt}/etc/sources.list",
-            "-o", "Dir::Etc::SourceParts=/nonexistent",
-            "-o", f"Dir::State::Lists={apt}/lists",
-            "-o", f"Dir::Cache={apt}/cache",
-            "-o", f"Dir::State::status={apt}/etc/status",
-            "-o", "APT::Architecture=amd64",
-            "-o", "Acquire::Languages=none",
-            "-q"]
+class Apt:
+    """A private apt configuration in DIRECTORY for ARCH (its sources,
+    lists, archives and an empty status), the machine's own untouched."""
+    def __init__(self, directory, arch="amd64", sources_arch=""):
+        self.dir, self.arch, self.sources_arch = directory, arch, sources_arch
+
+    def options(self):
+        apt = self.dir
+        return ["-o", f"Dir::Etc::SourceList={apt}/etc/sources.list",
+                "-o", "Dir::Etc::SourceParts=/nonexistent",
+                "-o", f"Dir::State::Lists={apt}/lists",
+                "-o", f"Dir::Cache={apt}/cache",
+                "-o", f"Dir::State::status={apt}/etc/status",
+                "-o", f"APT::Architecture={self.arch}",
+                "-o", f"APT::Architectures={self.arch}",
+                "-o", "Acquire::Languages=none",
+                "-q"]
+
+    def update(self, suites):
+        """Writes the private sources.list for SUITES and updates its lists,
+        when the list of suites changed since the last update."""
+        apt = self.dir
+        for d in ("etc", "lists/partial", "cache/archives/partial", "archives"):
+            os.makedirs(os.path.join(apt, d), exist_ok=True)
+        sources = "".join(f"deb [{self.sources_arch}signed-by={KEYRING}] "
+                          f"{MIRROR}{'-security' * s.endswith('-security')} {s} main\n"
+                          for s in sorted(suites))
+        path = os.path.join(apt, "etc", "sources.list")
+        old = open(path).read() if os.path.exists(path) else None
+        open(os.path.join(apt, "etc", "status"), "a").close()
+        if old == sources and os.listdir(os.path.join(apt, "lists")) != ["partial"]:
+            return
+        with open(path, "w") as f:
+            f.write(sources)
+        print(f"kernels: apt-get update ({self.arch}: {', '.join(sorted(suites))}), "
+              f"private lists in {apt}", file=sys.stderr)
+        subprocess.run(["apt-get", *self.options(), "update"], check=True,
+                       stdout=subprocess.DEVNULL)
+
+    def download(self, package, list_path=LIST):
+        """The .deb of PACKAGE, downloaded once into the private archive."""
+        archives = os.path.join(self.dir, "archives")
+        for f in os.listdir(archives):
+            if f.startswith(package + "_") and f.endswith(".deb"):
+                return os.path.join(archives, f)
+        print(f"kernels: downloading {package}:{self.arch}", file=sys.stderr)
+        proc = subprocess.run(["apt-get", *self.options(), "download", package],
+                              cwd=archives, capture_output=True, text=True)
+        if proc.returncode != 0:
+            sys.exit(f"kernels: apt-get download {package}: {proc.stderr.strip()} "
+                     f"(is it still in its suite? update {list_path})")
+        return self.download(package, list_path)
 
 
-def _apt_update(suites):
-    """Writes the private sources.list for SUITES and updates its lists,
-    when the list of suites changed since the last update."""
-    apt = os.path.join(CACHE, "apt")
-    for d in ("etc", "lists/partial", "cache/archives/partial", "archives"):
-        os.makedirs(os.path.join(apt, d), exist_ok=True)
-    sources = "".join(f"deb [signed-by={KEYRING}] {MIRROR}{'-security' * s.endswith('-security')} "
-                      f"{s} main\n" for s in sorted(suites))
-    path = os.path.join(apt, "etc", "sources.list")
-    old = open(path).read() if os.path.exists(path) else None
-    open(os.path.join(apt, "etc", "status"), "a").close()
-    if old == sources and os.listdir(os.path.join(apt, "lists")) != ["partial"]:
-        return
-    with open(path, "w") as f:
-        f.write(sources)
-    print(f"kernels: apt-get update ({', '.join(sorted(suites))}), private lists in {apt}",
-          file=sys.stderr)
-    subprocess.run(["apt-get", *_apt_options(), "update"], check=True,
-                   stdout=subprocess.DEVNULL)
+APT = Apt(os.path.join(CACHE, "apt"))
 
 
-def _download(package):
-    """The .deb of PACKAGE, downloaded once into the private archive."""
-    archives = os.path.join(CACHE, "apt", "archives")
-    for f in os.listdir(archives):
-        if f.startswith(package + "_") and f.endswith(".deb"):
-            return os.path.join(archives, f)
-    print(f"kernels: downloading {package}", file=sys.stderr)
-    proc = subprocess.run(["apt-get", *_apt_options(), "download", package],
-                          cwd=archives, capture_output=True, text=True)
-    if proc.returncode != 0:
-        sys.exit(f"kernels: apt-get download {package}: {proc.stderr.strip()} "
-                 f"(is it still in its suite? update {LIST})")
-    return _download(package)
-
-
-def fetch(k):
+def fetch(k, btf_only=False):
     """Downloads and unpacks K's packages once, with modules.dep for the
     guest's modprobe, and saves its BTF. Returns K's vmlinuz (None for the
     host)."""
     if k.is_host:
         _save_host_btf(k)
         return None
+    if getattr(k, "arch", None) == "arm64":
+        import arm64vm
+        return arm64vm.fetch(k, btf_only)
     if k.image() is None or not os.path.exists(os.path.join(k.root, ".unpacked")):
-        _apt_update({x.suite for x in kernels() if not x.is_host})
-        debs = [_download(p) for p in k.packages]
+        APT.update({x.suite for x in kernels() if not x.is_host})
+        debs = [APT.download(p) for p in k.packages]
         shutil.rmtree(k.root, ignore_errors=True)
         os.makedirs(k.root)
         for deb in debs:
@@ -250,13 +264,17 @@ def boot(k, command, scratch, timeout=900, memory="2G", cpus=2, append=(),
                                      scratch=shlex.quote(scratch),
                                      command=shlex.join(command)))
     env = dict(os.environ)
-    env["PATH"] = os.path.dirname(_vng()) + ":" + env.get("PATH", "/usr/bin:/bin")
-    argv = [_vng(), "--verbose", "--run", image, "--disable-kvm",
-            "--memory", memory, "--cpus", str(cpus), "--rwdir", scratch,
-            "--cwd", scratch]
-    for a in append:
-        argv += ["--append", a]
-    argv += ["--exec", f"sh {shlex.quote(script)}"]
+    if getattr(k, "arch", None) == "arm64":
+        import arm64vm
+        argv = arm64vm.argv(k, scratch, memory=memory, cpus=cpus, append=append)
+    else:
+        env["PATH"] = os.path.dirname(_vng()) + ":" + env.get("PATH", "/usr/bin:/bin")
+        argv = [_vng(), "--verbose", "--run", image, "--disable-kvm",
+                "--memory", memory, "--cpus", str(cpus), "--rwdir", scratch,
+                "--cwd", scratch]
+        for a in append:
+            argv += ["--append", a]
+        argv += ["--exec", f"sh {shlex.quote(script)}"]
     console = os.path.join(scratch, ".guest-console")
     with open(console, "w") as out:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=out,
