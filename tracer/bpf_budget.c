@@ -214,6 +214,11 @@ static unsigned long stack_depth(const struct bpf_program *prog, const char *log
 	if (!p)
 		return 0;
 	p += strlen("stack depth ");
+	/* 7.3's form, "stack depth max N": the verifier's own deepest figure, taken as it is. */
+	if (sscanf(p, "max %lu", &sum) == 1 && p[4 + strspn(p + 4, "0123456789")] == '\n') {
+		snprintf(frames, size, "max_%lu", sum);
+		return sum;
+	}
 	snprintf(frames, size, "%.*s", (int)strcspn(p, "\n"), p);
 	for (const char *q = frames; *q && nframes < BUDGET_SUBPROGS; q = *end == '+' ? end + 1 : end) {
 		frame[nframes] = strtoul(q, &end, 10);

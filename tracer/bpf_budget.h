@@ -12,7 +12,9 @@
  * depth A+B+..." rounded up to 32 bytes and summed, the verifier's rule
  * before 6.8 (since, 16 with a JIT). The frames are printed after bpf_loop's
  * inlining adds 24 bytes to a caller that the verifier's own check did not
- * count: an upper bound of what it checked, and of the stack used.
+ * count: an upper bound of what it checked, and of the stack used. 7.3
+ * prints "stack depth max N" instead: N is taken as it is. A line of any
+ * other form fails the budget, never reads as 0.
  */
 #ifndef PAGETRACE_BPF_BUDGET_H
 #define PAGETRACE_BPF_BUDGET_H

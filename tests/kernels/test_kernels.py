@@ -790,7 +790,8 @@ def budget_table(outcomes, results):
              "cachetop `-c`), each cell the largest over them: verified instructions",
              "(bpf_prog_info.verified_insns, or the verifier log's count before 5.16) / deepest",
              "stack in bytes (the log's frames, each rounded up to 32 bytes as the verifier did",
-             "before 6.8, summed along the deepest chain of calls). Ceilings: 500,000 and 448;",
+             "before 6.8, summed along the deepest chain of calls; 7.3 prints its own figure,",
+             "\"stack depth max N\", taken as it is). Ceilings: 500,000 and 448;",
              "**bold**: above one (tests/test_budget.py's KNOWN_OVER_ON holds those, by kernel, at their figure).",
              "", "| tool | program | " + " | ".join(f"{k} tp_btf | {k} raw_tp" for k in kernels)
              + " |", "| --- | --- | " + " | ".join("---: | ---:" for _ in kernels) + " |"]
