@@ -57,7 +57,7 @@ static __always_inline void on_task_lost(void);
 static __always_inline void on_thread_traced(struct task_struct *task);
 
 /* Is @task in the --cgroup cgroup, or below it? */
-static __always_inline bool in_target_cgroup(struct task_struct *task)
+static __noinline bool in_target_cgroup(struct task_struct *task)
 {
 	struct css_set *cgroups = BPF_CORE_READ(task, cgroups);
 	struct cgroup_subsys_state *css = NULL;
