@@ -158,14 +158,16 @@ def save_symbols(k):
     return path
 
 
-def _compile(tree):
-    """readpage-stap --compile in a private mount namespace where /boot is
-    the saved symbol tables, where systemtap looks for System.map-RELEASE."""
-    os.makedirs(SYMBOLS, exist_ok=True)
-    script = 'mount --bind "$1" /boot && shift && exec "$@"'
-    return subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script,
-                           "sh", SYMBOLS, READPAGE_STAP, "--compile", tree],
-                          env=env(), capture_output=True, text=True)
+def _compile(tree, symbols=False):
+    """readpage-stap --compile; with SYMBOLS, in a private mount namespace
+    where /boot is the saved symbol tables (systemtap looks for
+    /boot/System.map-RELEASE)."""
+    argv = [READPAGE_STAP, "--compile", tree]
+    if symbols:
+        script = 'mount --bind "$1" /boot && shift && exec "$@"'
+        argv = ["unshare", "--mount", "--propagation", "private", "sh", "-c", script,
+                "sh", SYMBOLS, *argv]
+    return subprocess.run(argv, env=env(), capture_output=True, text=True)
 
 
 def compile_module(k):
@@ -177,7 +179,7 @@ def compile_module(k):
     tree = fetch_headers(k)
     proc = _compile(tree)
     if proc.returncode != 0 and "record nothing" in proc.stderr and save_symbols(k):
-        proc = _compile(tree)
+        proc = _compile(tree, symbols=True)
     if proc.returncode != 0:
         return None, proc.stderr.strip().splitlines()[-1]
     return proc.stdout.strip(), None
