@@ -158,7 +158,7 @@ def save_symbols(k):
     return path
 
 
-def _compile(tree, symbols=False):
+def _compile(tree, symbols):
     """readpage-stap --compile; with SYMBOLS, in a private mount namespace
     where /boot is the saved symbol tables (systemtap looks for
     /boot/System.map-RELEASE)."""
@@ -172,14 +172,14 @@ def _compile(tree, symbols=False):
 
 def compile_module(k):
     """readpage.stp's module for K, compiled on the host or found in the
-    cache: (path, None), or (None, the one line that says why not). When
-    the module would record nothing for want of a symbol table (the kernel
-    lacks the tracepoints), the kernel's is saved and it is tried again."""
+    cache: (path, None), or (None, the one line that says why not). Always
+    with the kernel's symbol table (saved once), so that the kprobes stand
+    in for the tracepoints it lacks, and the cached module is always the
+    same one."""
     fetch_stap()
     tree = fetch_headers(k)
-    proc = _compile(tree)
-    if proc.returncode != 0 and "record nothing" in proc.stderr and save_symbols(k):
-        proc = _compile(tree, symbols=True)
+    save_symbols(k)
+    proc = _compile(tree, symbols=True)
     if proc.returncode != 0:
         return None, proc.stderr.strip().splitlines()[-1]
     return proc.stdout.strip(), None
