@@ -6,7 +6,7 @@ PYTHON ?= $(CURDIR)/.venv/bin/python
 # Sub-projects with a Makefile of their own.
 SUBDIRS := lib tracer replay launch samples diskemu
 
-.PHONY: all deps test test-arm64 test-containers test-dist static dist install-share wheel test-wheel deb test-deb test-kernels test-spark bench demo install clean fuzz-cache fuzz-cache-long $(SUBDIRS)
+.PHONY: all deps test test-arm64 test-containers test-dist static dist install-share wheel test-wheel deb test-deb test-kernels test-stap test-spark bench demo install clean fuzz-cache fuzz-cache-long $(SUBDIRS)
 
 all: $(SUBDIRS)
 
@@ -47,7 +47,16 @@ test-kernels: all
 	$(if $(filter arm64-%,$(KERNELS)),$(MAKE) static ARCH=arm64)
 	PAGETRACE_KERNELS_TOOLS=$(KERNELS_TOOLS) PAGETRACE_KERNELS_DOC=$(CURDIR)/docs/kernels.md \
 	PAGETRACE_KERNELS="$(KERNELS)" PAGETRACE_KERNELS_QUICK="$(KERNELS_QUICK)" \
-	$(PYTHON) -m pytest -ra tests/kernels
+	$(PYTHON) -m pytest -ra tests/kernels --ignore=tests/kernels/test_stap.py
+
+# readpage.stp in the kernel matrix (tests/kernels/test_stap.py): its module
+# compiled on the host for each of STAP_KERNELS (cached by script hash and
+# release), checked in a guest against the kernel's ground truth.
+STAP_KERNELS ?= 6.1 6.12 7.3
+test-stap: all
+	@test -x $(PYTHON) || { echo "make: no $(PYTHON): run scripts/install-deps first" >&2; exit 1; }
+	$(PYTHON) tests/kernels/fetch $(STAP_KERNELS)
+	PAGETRACE_STAP_KERNELS="$(STAP_KERNELS)" $(PYTHON) -m pytest -ra tests/kernels/test_stap.py
 
 # The arm64 quick check (CI, after the matrix; docs/kernels.md, "arm64"):
 # Debian's arm64 6.12 under qemu-system-aarch64, the static arm64 tools

@@ -12,6 +12,8 @@ time compared is the workload's own (it prints it), not the tools' start-up.
 --device disk puts the file in /var/tmp (here a virtio disk, about 40 us a
 fault, which hides the tracer's cost); --device zram puts it on a fresh ext4
 on a zram device made for the run (a few us a fault: the fast-device case).
+readpage.stp runs where the kernel loads modules (a guest of the kernel
+matrix): --modes untraced,trace,readpage.bt,readpage.stp there.
 --baseline TRACE adds the same trace modes run with another trace binary
 (say, the previous build), side by side in the same rounds.
 
@@ -43,13 +45,14 @@ _spec.loader.exec_module(stats)
 TRACE = os.path.join(REPO, "tracer", "trace")
 # The wrapper mounts tracefs privately where it is absent.
 READPAGE = os.path.join(REPO, "tracer", "readpage")
+READPAGE_STAP = os.path.join(REPO, "tracer", "readpage-stap")
 WORK_DIR = "/var/tmp/pagetrace-bench"
 GiB = 1 << 30
 
 
 def build_workload(name="fault-storm"):
     """bench/NAME.c built into bench/.output/NAME; its path."""
-    out = os.path.join(HERE, ".output")
+    out = os.environ.get("PAGETRACE_BENCH_BUILD", os.path.join(HERE, ".output"))
     os.makedirs(out, exist_ok=True)
     binary = os.path.join(out, name)
     subprocess.run(["cc", "-O2", "-Wall", "-Werror", "-o", binary,
@@ -128,6 +131,18 @@ def run_readpage_bt(cmd):
     return workload_seconds(proc.stdout), records, lost
 
 
+def run_readpage_stap(cmd):
+    """readpage.stp's module (compiled beforehand: readpage-stap --compile),
+    records counted as readpage.bt's; probes skipped are events lost."""
+    proc = subprocess.run([READPAGE_STAP, "--raw", "-c", " ".join(cmd)],
+                          capture_output=True, text=True, errors="replace")
+    if proc.returncode not in (0, 3):
+        raise RuntimeError("readpage-stap failed: " + proc.stderr[-2000:])
+    records = sum(1 for line in proc.stdout.splitlines() if line.startswith("@@pt "))
+    lost = sum(int(n) for n in re.findall(r"skipped probes: (\d+)", proc.stderr))
+    return workload_seconds(proc.stdout), records, lost
+
+
 def run_trace_used(cmd, binary=TRACE):
     """trace --used: also every first access (here one per fault, through
     mm_filemap_fault) and the page-state bitmaps; records counted are reads."""
@@ -141,7 +156,7 @@ def baseline_modes(binary):
 
 
 MODES = [("untraced", run_untraced), ("trace", run_trace), ("trace --used", run_trace_used),
-         ("readpage.bt", run_readpage_bt)]
+         ("readpage.bt", run_readpage_bt), ("readpage.stp", run_readpage_stap)]
 
 
 def measure(rounds, count, file_size, modes, directory=WORK_DIR):
@@ -277,7 +292,7 @@ def main():
                         help="instead: BPF time per program and per fault (bpf_stats_enabled)")
     parser.add_argument("--baseline", metavar="TRACE",
                         help="also run the trace modes with this trace binary")
-    parser.add_argument("--modes", default=",".join(name for name, _ in MODES),
+    parser.add_argument("--modes", default=",".join(name for name, _ in MODES if name != "readpage.stp"),
                         help="comma-separated, from: " + ", ".join(name for name, _ in MODES))
     args = parser.parse_args()
     known = dict(MODES)

@@ -336,12 +336,18 @@ def readpage_pages(c):
     # What else reaches stderr is the workload's own (python: nothing).
     assert len(notes) == len(lines), f"unexpected messages: {lines}"
     assert not any(x.startswith("Lost ") for x in run["stdout"].splitlines())
+    return notes, raw_pages(run["stdout"], c["kernel_dev"], c["ino"])
+
+
+def raw_pages(stdout, kernel_dev, ino):
+    """The pages of file (KERNEL_DEV, INO) in "@@pt mono_ns dev ino index
+    order" lines (readpage.bt's and readpage.stp's)."""
     pages = set()
-    for line in run["stdout"].splitlines():
+    for line in stdout.splitlines():
         fields = line.split()
-        if fields[:1] == ["@@pt"] and (int(fields[2]), int(fields[3])) == (c["kernel_dev"], c["ino"]):
+        if fields[:1] == ["@@pt"] and (int(fields[2]), int(fields[3])) == (kernel_dev, ino):
             pages |= set(range(int(fields[4]), int(fields[4]) + (1 << int(fields[5]))))
-    return notes, pages
+    return pages
 
 
 def judge_readpage_cold_read(c, results):
