@@ -73,7 +73,7 @@ ALL = [k.name for k in kernelvm.kernels()]
 NAMES = (os.environ.get("PAGETRACE_KERNELS") or " ".join(ALL)).split()
 QUICK = set(os.environ.get("PAGETRACE_KERNELS_QUICK", "").split())
 QUICK_CHECKS = ["trace_cold_cat", "trace_raw_tp_cold_cat", *guest_checks.BUDGET_CHECKS,
-                *guest_checks.FUZZ_CHECKS]
+                *guest_checks.SELF_CHECKS, *guest_checks.FUZZ_CHECKS]
 FUZZ_SEEDS = tuple(int(x) for x in os.environ.get("PAGETRACE_KERNELS_FUZZ_SEEDS", "").split()
                    ) or guest_checks.FUZZ_SEEDS
 PARALLEL = int(os.environ.get("PAGETRACE_KERNELS_PARALLEL", "2"))
@@ -476,6 +476,37 @@ def judge_budget(c, results):
     return "; ".join(said)
 
 
+# --- the tools' self-check (pagetrace doctor) -------------------------------
+
+DOCTOR_LINE = re.compile(r"^(.+?): (\S+(?: \S+)?): (vouched.*|refused: .+)$")
+
+
+def judge_self_check(c, results):
+    """Its verdicts, one line per tool and column, exit 0 only if all are
+    vouched. trace must be vouched in both attach modes (the matrix's trace
+    checks pass on every kernel); a cache tool may be refused, in one line
+    that says what the kernel lacks (5.10: bpf_loop), and the whole run is
+    then the matrix's refusal. Any other refusal fails: either a tool is
+    wrong here or the doctor is."""
+    run = c["runs"][0]
+    lines = run["stdout"].splitlines()
+    assert lines, f"exit {run['rc']}: {run['stderr'][-1500:]}"
+    parsed = [DOCTOR_LINE.match(line) for line in lines]
+    assert all(parsed), f"not a verdict: {[l for l, m in zip(lines, parsed) if not m][:3]}"
+    refused = [m for m in parsed if m.group(3).startswith("refused")]
+    assert run["rc"] == (1 if refused else 0), f"exit {run['rc']}: {run['stderr'][-1500:]}"
+    vouched = len(parsed) - len(refused)
+    lacking = [m for m in refused if m.group(2) == "all columns" and "lacks" in m.group(3)
+               and not m.group(1).startswith("trace")]
+    assert refused == lacking, f"refused: {[m.group(0) for m in refused if m not in lacking][:3]}"
+    assert len({m.group(1) for m in lacking}) == len(lacking), "more than one line a tool"
+    tools = sorted({m.group(1) for m in parsed})
+    if lacking:
+        raise Refused(f"{vouched} columns of trace vouched; "
+                      + " / ".join(f"{m.group(1)}: {m.group(3)}" for m in lacking))
+    return f"{vouched} columns vouched of {', '.join(tools)} ({run['seconds']:.0f} s under TCG)"
+
+
 # --- the randomized ground truth (tests/cachefuzz.py) -----------------------
 
 # cachefuzz.py run's progress, which a failure's line follows on one line.
@@ -537,6 +568,7 @@ JUDGED += [(tool, name, globals()[f"judge_{tool}_{name[len('cache_'):]}"])
            if name.startswith("cache_")]
 JUDGED += [("cachestat", "cachestat_cold_read", judge_cachestat_cold_read)]
 JUDGED += [("budget", "budget", judge_budget)]
+JUDGED += [("doctor", "self_check", judge_self_check)]
 JUDGED += [("cachefuzz", name, globals()["judge_" + name]) for name in guest_checks.FUZZ_CHECKS]
 CASES = [(k, tool, name, judge) for k in NAMES for tool, name, judge in JUDGED
          if name in checks_of(k)]
@@ -702,6 +734,7 @@ def kernels_doc():
 COLUMNS = [("trace", "`trace`"), ("used", "`trace --used`"), ("cachetop", "`cachetop`"),
            ("cachestat", "`cachestat`"), ("readpage", "`readpage` (bpftrace)"),
            ("budget", "verifier budget (`--budget`)"),
+           ("doctor", "self-check (`pagetrace doctor`)"),
            ("cachefuzz", "random scripts (`cachefuzz`)")]
 
 
