@@ -496,13 +496,17 @@ def judge_self_check(c, results):
     refused = [m for m in parsed if m.group(3).startswith("refused")]
     assert run["rc"] == (1 if refused else 0), f"exit {run['rc']}: {run['stderr'][-1500:]}"
     vouched = len(parsed) - len(refused)
-    lacking = [m for m in refused if m.group(2) == "all columns" and "lacks" in m.group(3)
-               and not m.group(1).startswith("trace")]
+    lacking = [m for m in refused if "lacks" in m.group(3)
+               or (m.group(1) == "trace --attach tp_btf" and m.group(2) == "all columns"
+                   and "falls back to raw_tp" in m.group(3))]
     assert refused == lacking, f"refused: {[m.group(0) for m in refused if m not in lacking][:3]}"
-    assert len({m.group(1) for m in lacking}) == len(lacking), "more than one line a tool"
+    whole = [m.group(1) for m in parsed if m.group(2) == "all columns"]
+    assert len(set(whole)) == len(whole) and not any(
+        m.group(1) in whole and m.group(2) != "all columns" for m in parsed), \
+        "a tool refused whole is refused in one line"
     tools = sorted({m.group(1) for m in parsed})
     if lacking:
-        raise Refused(f"{vouched} columns of trace vouched; "
+        raise Refused(f"{vouched} columns vouched; "
                       + " / ".join(f"{m.group(1)}: {m.group(3)}" for m in lacking))
     return f"{vouched} columns vouched of {', '.join(tools)} ({run['seconds']:.0f} s under TCG)"
 
@@ -639,6 +643,30 @@ def test_kernel_check(kernel, tool, check, judge, request):
         outcomes[tool, check] = ("failed", first)
         raise
     outcomes[tool, check] = ("passed", detail or "")
+
+
+def test_self_check_judge_refuses_only_what_the_kernel_lacks():
+    """judge_self_check on made-up doctor outputs: all vouched passes; the
+    cache tools refused for what the kernel lacks is a refusal; a column
+    refused for a wrong number, or exit 0 with a refusal, fails."""
+    vouched = "trace --attach tp_btf: offset: vouched (page set = mincore, 64 pages)\n"
+    lacks = ("cachestat --cgroup: all columns: refused: it did not start: cachestat: the "
+             "kernel lacks bpf_loop (v5.17), which it needs\n")
+    tp_btf = ("trace --attach tp_btf: all columns: refused: it did not start: trace: too "
+              "large; trace's default (--attach auto) falls back to raw_tp, checked next\n")
+    wrong = "cachestat --cgroup: misses: refused: 65, the kernel says 64\n"
+
+    def judge(stdout, rc):
+        return judge_self_check({"runs": [{"rc": rc, "stdout": stdout, "stderr": "",
+                                           "seconds": 1}]}, {})
+    assert judge(vouched, 0).startswith("1 columns vouched")
+    for stdout in (vouched + lacks, tp_btf + vouched.replace("tp_btf", "raw_tp")):
+        with pytest.raises(Refused):
+            judge(stdout, 1)
+    for stdout, rc in ((vouched + wrong, 1), (vouched + lacks, 0), (vouched + lacks + lacks, 1),
+                       (tp_btf.replace("tp_btf:", "raw_tp:") + vouched, 1), ("", 2)):
+        with pytest.raises(AssertionError):
+            judge(stdout, rc)
 
 
 def test_kernel_without_btf_is_one_line():

@@ -259,7 +259,9 @@ def check_trace(report, binary, mode, path, deadline):
         if not tool.wait_ready(deadline):
             reader.close()
             tool.finish(1)
-            report.refuse_all(name, f"it did not start: {tool.why_not()}")
+            fallback = ("; trace's default (--attach auto) falls back to raw_tp, "
+                        "checked next" if mode == "tp_btf" else "")
+            report.refuse_all(name, f"it did not start: {tool.why_not()}{fallback}")
             return
         t0 = time.time()
         sectors0 = sectors_read(st.st_dev)
@@ -304,8 +306,11 @@ def check_trace(report, binary, mode, path, deadline):
         got = sorted({r[column] for r in mine})
         if column == "comm":
             want = os.path.basename(sys.executable)[:15]
-        say(name, column, None if got == [want] else f"{got[:3]}, not {want}",
-            f"{want}")
+        why = None if got == [want] else f"{got[:3]}, not {want}"
+        if column == "cause" and got == ["-"]:
+            why = ("'-': the kernel lacks the readahead: tracepoints that tell "
+                   "the cause (docs/trace-format.md)")
+        say(name, column, why, f"{want}")
     stamps = [int(r["timestamp_us"]) for r in mine]
     late = [s for s in stamps if not t0 * 1e6 - 1e4 <= s <= t1 * 1e6 + 1e4]
     say(name, "timestamp_us", f"{len(late)} outside the read's window" if late
