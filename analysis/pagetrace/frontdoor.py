@@ -16,6 +16,7 @@ standard library only:
            pagetrace.tools.launch, the planner)
   cache    pagecache (pagetrace.tools.pagecache_cli): status, evict, warm
   pack     pagetrace.tools.packrecord: record a prefetch pack (docs/pack-format.md)
+  doctor   pagetrace.tools.doctor: the tools' self-check on the running kernel
   startup  startup-bench (pagetrace.tools.startup_bench); `pagetrace startup RUNS.csv`
            (a CSV and no --trace/--summarize) is still the table and chart
            of a runs CSV, the analysis verb `startup-table`
@@ -36,6 +37,8 @@ PYTHON_TOOLS = {
                 "time a start-up in controlled cache states (startup-bench)"),
     "pack": ("tools.packrecord", "pagetrace pack",
              "record a start-up's used pages into a prefetch pack"),
+    "doctor": ("tools.doctor", "pagetrace doctor",
+               "check which numbers the tools get right on this kernel"),
 }
 STARTUP_TABLE = "startup-table"
 # Options that make `pagetrace startup ...` the bench, not the CSV table.

@@ -378,6 +378,19 @@ class Checks:
         return {"runs": [self.run("trace", "--budget", timeout=900),
                          self.run("cachestat", "--budget", timeout=900)]}
 
+    # --- the tools' self-check (pagetrace doctor, tests/test_self_check.py) --
+
+    def self_check(self):
+        """`pagetrace doctor` on this kernel, its scratch file on the work
+        ext4, the tools from the tools directory; loading takes a minute
+        or more under TCG, so its timeout and interval are long."""
+        analysis = os.path.join(os.path.dirname(TESTS), "analysis")
+        return {"runs": [self.execute(
+            ["env", f"PYTHONPATH={analysis}", sys.executable, "-m", "pagetrace.tools.doctor",
+             "--dir", self.work, "--timeout", "600", "--interval", "5",
+             *[a for t in ("trace", "cachestat", "cachetop")
+               for a in (f"--{t}-binary", os.path.join(self.tools, t))]], 1800)]}
+
     def cachefuzz_ext4(self):
         return self.cachefuzz("ext4", self.fuzz_seeds[0])
 
@@ -393,7 +406,8 @@ CACHE_CHECKS = ["cache_cold_warm_cat", "cache_one_cached_one_cold", "cache_write
                 "cache_scattered_preads", "cache_mmap_touches", "cachestat_cold_read"]
 FUZZ_CHECKS = ["cachefuzz_ext4", "cachefuzz_xfs"]
 BUDGET_CHECKS = ["budget"]
-CHECKS = TRACE_CHECKS + READPAGE_CHECKS + CACHE_CHECKS + BUDGET_CHECKS + FUZZ_CHECKS
+SELF_CHECKS = ["self_check"]
+CHECKS = TRACE_CHECKS + READPAGE_CHECKS + CACHE_CHECKS + BUDGET_CHECKS + SELF_CHECKS + FUZZ_CHECKS
 
 
 def kernel_facts():

@@ -77,7 +77,7 @@ ARM64 = {k.name for k in arm64vm.kernels()}
 NAMES = (os.environ.get("PAGETRACE_KERNELS") or " ".join(ALL)).split()
 QUICK = set(os.environ.get("PAGETRACE_KERNELS_QUICK", "").split())
 QUICK_CHECKS = ["trace_cold_cat", "trace_raw_tp_cold_cat", *guest_checks.BUDGET_CHECKS,
-                *guest_checks.FUZZ_CHECKS]
+                *guest_checks.SELF_CHECKS, *guest_checks.FUZZ_CHECKS]
 FUZZ_SEEDS = tuple(int(x) for x in os.environ.get("PAGETRACE_KERNELS_FUZZ_SEEDS", "").split()
                    ) or guest_checks.FUZZ_SEEDS
 PARALLEL = int(os.environ.get("PAGETRACE_KERNELS_PARALLEL", "2"))
@@ -491,6 +491,41 @@ def judge_budget(c, results):
     return "; ".join(said)
 
 
+# --- the tools' self-check (pagetrace doctor) -------------------------------
+
+DOCTOR_LINE = re.compile(r"^(.+?): (\S+(?: \S+)?): (vouched.*|refused: .+)$")
+
+
+def judge_self_check(c, results):
+    """Its verdicts, one line per tool and column, exit 0 only if all are
+    vouched. trace must be vouched in both attach modes (the matrix's trace
+    checks pass on every kernel); a cache tool may be refused, in one line
+    that says what the kernel lacks (5.10: bpf_loop), and the whole run is
+    then the matrix's refusal. Any other refusal fails: either a tool is
+    wrong here or the doctor is."""
+    run = c["runs"][0]
+    lines = run["stdout"].splitlines()
+    assert lines, f"exit {run['rc']}: {run['stderr'][-1500:]}"
+    parsed = [DOCTOR_LINE.match(line) for line in lines]
+    assert all(parsed), f"not a verdict: {[l for l, m in zip(lines, parsed) if not m][:3]}"
+    refused = [m for m in parsed if m.group(3).startswith("refused")]
+    assert run["rc"] == (1 if refused else 0), f"exit {run['rc']}: {run['stderr'][-1500:]}"
+    vouched = len(parsed) - len(refused)
+    lacking = [m for m in refused if "lacks" in m.group(3)
+               or (m.group(1) == "trace --attach tp_btf" and m.group(2) == "all columns"
+                   and "falls back to raw_tp" in m.group(3))]
+    assert refused == lacking, f"refused: {[m.group(0) for m in refused if m not in lacking][:3]}"
+    whole = [m.group(1) for m in parsed if m.group(2) == "all columns"]
+    assert len(set(whole)) == len(whole) and not any(
+        m.group(1) in whole and m.group(2) != "all columns" for m in parsed), \
+        "a tool refused whole is refused in one line"
+    tools = sorted({m.group(1) for m in parsed})
+    if lacking:
+        raise Refused(f"{vouched} columns vouched; "
+                      + " / ".join(f"{m.group(1)}: {m.group(3)}" for m in lacking))
+    return f"{vouched} columns vouched of {', '.join(tools)} ({run['seconds']:.0f} s under TCG)"
+
+
 # --- the randomized ground truth (tests/cachefuzz.py) -----------------------
 
 # cachefuzz.py run's progress, which a failure's line follows on one line.
@@ -552,6 +587,7 @@ JUDGED += [(tool, name, globals()[f"judge_{tool}_{name[len('cache_'):]}"])
            if name.startswith("cache_")]
 JUDGED += [("cachestat", "cachestat_cold_read", judge_cachestat_cold_read)]
 JUDGED += [("budget", "budget", judge_budget)]
+JUDGED += [("doctor", "self_check", judge_self_check)]
 JUDGED += [("cachefuzz", name, globals()["judge_" + name]) for name in guest_checks.FUZZ_CHECKS]
 CASES = [(k, tool, name, judge) for k in NAMES for tool, name, judge in JUDGED
          if name in checks_of(k)]
@@ -622,6 +658,30 @@ def test_kernel_check(kernel, tool, check, judge, request):
         outcomes[tool, check] = ("failed", first)
         raise
     outcomes[tool, check] = ("passed", detail or "")
+
+
+def test_self_check_judge_refuses_only_what_the_kernel_lacks():
+    """judge_self_check on made-up doctor outputs: all vouched passes; the
+    cache tools refused for what the kernel lacks is a refusal; a column
+    refused for a wrong number, or exit 0 with a refusal, fails."""
+    vouched = "trace --attach tp_btf: offset: vouched (page set = mincore, 64 pages)\n"
+    lacks = ("cachestat --cgroup: all columns: refused: it did not start: cachestat: the "
+             "kernel lacks bpf_loop (v5.17), which it needs\n")
+    tp_btf = ("trace --attach tp_btf: all columns: refused: it did not start: trace: too "
+              "large; trace's default (--attach auto) falls back to raw_tp, checked next\n")
+    wrong = "cachestat --cgroup: misses: refused: 65, the kernel says 64\n"
+
+    def judge(stdout, rc):
+        return judge_self_check({"runs": [{"rc": rc, "stdout": stdout, "stderr": "",
+                                           "seconds": 1}]}, {})
+    assert judge(vouched, 0).startswith("1 columns vouched")
+    for stdout in (vouched + lacks, tp_btf + vouched.replace("tp_btf", "raw_tp")):
+        with pytest.raises(Refused):
+            judge(stdout, 1)
+    for stdout, rc in ((vouched + wrong, 1), (vouched + lacks, 0), (vouched + lacks + lacks, 1),
+                       (tp_btf.replace("tp_btf:", "raw_tp:") + vouched, 1), ("", 2)):
+        with pytest.raises(AssertionError):
+            judge(stdout, rc)
 
 
 def test_kernel_without_btf_is_one_line():
@@ -717,6 +777,7 @@ def kernels_doc():
 COLUMNS = [("trace", "`trace`"), ("used", "`trace --used`"), ("cachetop", "`cachetop`"),
            ("cachestat", "`cachestat`"), ("readpage", "`readpage` (bpftrace)"),
            ("budget", "verifier budget (`--budget`)"),
+           ("doctor", "self-check (`pagetrace doctor`)"),
            ("cachefuzz", "random scripts (`cachefuzz`)")]
 
 
