@@ -5,14 +5,11 @@ archive) pulls its dependencies and recommends; there the tracer records
 exactly the pages that came into the cache, and the analysis verbs run
 on Debian 12's own numpy, pandas and matplotlib; `apt-get purge
 --autoremove` leaves no file behind. Run by `make test-deb` as root, not
-by `make test`; it holds the helpers' kernel lock itself, only while the
-page cache is its ground truth.
+by `make test`.
 
 The root is built once and kept as a tarball in /var/cache/pagetrace
 (rebuilt when a week old, for bookworm's updates); each run unpacks a
 copy, so nothing of one run reaches the next."""
-import contextlib
-import fcntl
 import os
 import shutil
 import subprocess
@@ -27,24 +24,11 @@ from trace_oracle import Trace
 DEB = os.environ.get("PAGETRACE_DEB", "")
 ROOT_TARBALL = "/var/cache/pagetrace/bookworm-minbase.tar"
 ROOT_MAX_AGE_S = 7 * 86400
-KERNEL_LOCK = "/tmp/pagetrace-kernel.lock"
 MIRROR = "http://deb.debian.org/debian"
 # What apt and dpkg keep of their own work (lists, logs, their state
 # files, the downloaded archives): not files of the package.
 APT_OWN = ("/var/lib/apt/", "/var/cache/apt/", "/var/log/", "/var/lib/dpkg/",
            "/var/cache/debconf/", "/var/cache/ldconfig/")
-
-
-@contextlib.contextmanager
-def kernel_lock():
-    """The helpers' shared lock, held only while the page cache is the
-    test's ground truth (the apt-get runs around it take minutes)."""
-    with open(KERNEL_LOCK, "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(lock, fcntl.LOCK_UN)
 
 
 # What running matplotlib as root leaves in root's home (its font cache
@@ -148,11 +132,10 @@ def test_install_trace_analyse_purge(root):
     # The tracer, on a file of the package evicted first: exactly the pages
     # that came into the cache (the paths inside a chroot are issue 32's).
     target = "/usr/share/pagetrace/pagetrace/analysis/report.py"
-    with kernel_lock():
-        loopimg.evict(str(root) + target)
-        in_root(root, "pagetrace-trace", "-o", "/tmp/cat.log", "--used", "--",
-                "cat", target)
-        came = loopimg.resident_pages(str(root) + target)
+    loopimg.evict(str(root) + target)
+    in_root(root, "pagetrace-trace", "-o", "/tmp/cat.log", "--used", "--",
+            "cat", target)
+    came = loopimg.resident_pages(str(root) + target)
     trace = Trace((root / "tmp" / "cat.log").read_text())
     paths = {p for p in trace.paths() if p.endswith(target)}
     assert len(paths) == 1, trace.paths()

@@ -294,7 +294,10 @@ def test_used_states_call_replay_with_the_used_trace(workload):
     gains = report["comparisons"]["prefetch_gains"]
     assert set(gains) == {"prefetched", "prefetched-used", "concurrent"}
     assert all(g["iterations"] == 2 == g["recovered_iterations"] for g in gains.values())
-    assert report["comparisons"]["best_prefetch_state"] in gains
+    # A best state only among those whose I/O cost is out of the noise.
+    best = report["comparisons"]["best_prefetch_state"]
+    clear = {s for s, g in gains.items() if not g["io_cost_in_noise"]}
+    assert best in clear if clear else best is None
 
 
 def test_merged_states_replay_the_union_of_every_used_trace(workload):
@@ -893,7 +896,8 @@ def test_gain_interval_not_bounded_when_the_io_cost_is_not_clear(tmp_path):
     done = subprocess.run([BENCH, "--summarize", str(runs), "--json"],
                           capture_output=True, text=True, timeout=30)
     gain = json.loads(done.stdout)["comparisons"]["prefetch_gains"]["prefetched"]
-    assert gain["recovered_fraction"] == pytest.approx(0.4 / 0.2)
+    # The JSON says what the text says: no recovery figure, and why.
+    assert gain["recovered_fraction"] is None and gain["io_cost_in_noise"] is True
     assert gain["recovered_ci95_low"] is None and gain["recovered_ci95_high"] is None
     text = subprocess.run([BENCH, "--summarize", str(runs)], capture_output=True,
                           text=True, timeout=30).stdout
@@ -913,6 +917,11 @@ def test_a_clear_io_cost_gives_its_recovery_figure(tmp_path):
     text = subprocess.run([BENCH, "--summarize", str(runs)], capture_output=True,
                           text=True, timeout=30).stdout
     assert "WARNING" not in text and "of the I/O cost (95% CI " in text
+    done = subprocess.run([BENCH, "--summarize", str(runs), "--json"],
+                          capture_output=True, text=True, timeout=30)
+    gain = json.loads(done.stdout)["comparisons"]["prefetch_gains"]["prefetched"]
+    assert gain["io_cost_in_noise"] is False
+    assert gain["recovered_fraction"] == pytest.approx((1.3 + 0.9 + 0.9) / (1.5 + 1.0 + 1.1))
 
 
 def test_pack_files_are_made_cold_too(workload, tmp_path):

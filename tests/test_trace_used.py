@@ -207,8 +207,10 @@ def test_faults_while_another_thread_holds_the_mmap_lock(data_dir, tmp_path):
 def test_first_faults_in_mappings_while_the_mmap_lock_is_busy(data_dir, tmp_path):
     """samples/mmap-contend --remap: each touch is the first fault in a
     mapping made just before it, while a second thread maps and unmaps in a
-    loop, so fault-around's VMA lookup often finds the mmap lock busy and
-    no VMA of the thread's to fall back on (page_access.bpf.h, defer_map()).
+    loop, so fault-around's VMA lookup often finds the mmap lock busy. The
+    mmap's own VMA, taken from the call at its sys_exit, is the one to fall
+    back on (fault_around.bpf.h, page_access_syscall_ends()); defer_map()
+    is left for a VMA no call of the thread's made.
     Each touched page is an access, unless the trace says it lost as many
     faults (exit status 3): never lost silently. Before, 18 and 50 of 512
     touches were recorded as mapped only, with "0 lost"."""
@@ -224,10 +226,10 @@ def test_first_faults_in_mappings_while_the_mmap_lock_is_busy(data_dir, tmp_path
     accessed = trace.kind_set(f, "access")
     assert accessed <= touched
     assert len(touched - accessed) <= lost, (sorted(touched - accessed), lost)
-    # The ceiling: at least half the touches recorded (2026-11-27, 6.18: 0
-    # lost in 35 runs; beside two busy loops, 58 lost and 499 of 512
-    # accessed in 1 of 8, 0 in the others).
-    assert len(accessed) >= len(touched) // 2, (len(accessed), lost)
+    # The ceiling: as many lost as defer_map() keeps slots (2026-11-28, 6.18:
+    # 0 lost in 90 runs, 40 of them beside two busy loops; before the mmap's
+    # VMA was kept, 10 of 30 runs lost 1 to 308, and CI's run lost 298).
+    assert lost <= 8, (len(accessed), lost)
 
 
 def test_major_fault_among_cached_pages(data_dir, tmp_path):

@@ -22,7 +22,7 @@
 #include "attach_choice.h"
 #include "bpf_budget.h"
 
-#define NR_PROGRAMS 10
+#define NR_PROGRAMS 11
 
 static void describe_programs(struct cache_bpf *skel, struct attach_choice *choices)
 {

@@ -29,7 +29,7 @@ enum tracepoint_role {
 	TP_USED,		/* only with --used, which needs it */
 };
 
-#define NR_TRACEPOINTS 14
+#define NR_TRACEPOINTS 15
 
 static void describe_tracepoints(struct trace_bpf *skel, struct attach_choice *tps,
 				 enum tracepoint_role *roles)
@@ -49,7 +49,7 @@ static void describe_tracepoints(struct trace_bpf *skel, struct attach_choice *t
 		TP_REQUIRED, TP_REQUIRED, TP_REQUIRED, TP_REQUIRED,
 		TP_CAUSE, TP_CAUSE, TP_CAUSE, TP_CAUSE,
 		TP_CAUSE_AND_USED, TP_CAUSE_AND_USED, TP_USED,
-		TP_USED, TP_USED, TP_USED,
+		TP_USED, TP_USED, TP_USED, TP_USED,
 	};
 
 	memcpy(tps, table, sizeof(table));

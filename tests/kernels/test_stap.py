@@ -12,7 +12,7 @@ faults) under readpage-stap. Outcomes, as test_kernels.py's:
            nothing on it: one line says which and why, exit non-zero,
            nothing recorded (checked, not assumed);
   failed   anything else.
-Run the guests one at a time: flock /tmp/pagetrace-qemu.lock make test-stap.
+Run it alone: each guest takes both CPUs (TCG).
 """
 import json
 import os

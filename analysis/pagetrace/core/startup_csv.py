@@ -251,6 +251,11 @@ def prefetch_gains(runs, confidence=0.95):
         recovered, low, high = ratio_ci(
             [p["selective"] - p[state] for p in triples],
             [p["selective"] - p["hot"] for p in triples], confidence)
+        # No bounded interval over paired iterations: by Fieller's rule the
+        # I/O cost is not different from 0, and a share of it means nothing.
+        io_cost_in_noise = len(triples) >= 2 and recovered is not None and low is None
+        if io_cost_in_noise:
+            recovered = None
         gains[state] = {
             "iterations": len(pairs),
             "vs_selective_percent": _percent_or_none(change),
@@ -259,7 +264,8 @@ def prefetch_gains(runs, confidence=0.95):
             "recovered_iterations": len(triples),
             "recovered_fraction": recovered,
             "recovered_ci95_low": low,
-            "recovered_ci95_high": high}
+            "recovered_ci95_high": high,
+            "io_cost_in_noise": io_cost_in_noise}
     return gains
 
 

@@ -91,11 +91,8 @@ NOISE_WARNING = (
 
 
 def in_noise(gain):
-    """Paired iterations, and no bounded interval for the share of the I/O
-    cost recovered: by Fieller's rule, the I/O cost (its denominator) is
-    not significantly different from 0."""
-    return gain["recovered_iterations"] >= 2 and gain["recovered_fraction"] \
-        is not None and gain["recovered_ci95_low"] is None
+    """The I/O cost is within the noise of a hot start (prefetch_gains())."""
+    return gain["io_cost_in_noise"]
 
 
 def _percent_text(fraction):
