@@ -8,6 +8,7 @@
  * and the mounts (bind mounts: source -> destination).
  */
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -324,4 +325,106 @@ const struct cgroup_name *name_cgroup(__u64 id, const char *component)
 	container_name_of_cgroup(name->path, name->container, sizeof(name->container));
 	nr_cgroup_names++;
 	return name;
+}
+
+/* Where docker and podman put their containers' cgroups (see container_cgroup_dir()). */
+static const char *const CONTAINER_PARENTS[] = { "/docker", "/system.slice", "/libpod_parent",
+						 "/machine.slice" };
+
+static bool seen_id(const struct container_cgroups *seen, const char *id)
+{
+	for (size_t i = 0; i < seen->n; i++)
+		if (!strcmp(seen->ids[i], id))
+			return true;
+	return false;
+}
+
+/*
+ * Calls @each(dir, id, arg) for every container cgroup there is now, in
+ * the cgroup2 hierarchy and memory's, until it returns non-zero; returns
+ * that, or 0.
+ */
+static int for_each_container_cgroup(int (*each)(const char *dir, const char *id, void *arg),
+				     void *arg)
+{
+	static const char *const hierarchies[] = { NULL, "memory" };
+	char point[PATH_MAX], parent[PATH_MAX], dir[PATH_MAX], id[65];
+	int ret = 0;
+
+	for (int h = 0; h < 2 && !ret; h++) {
+		if (!hierarchy_point(hierarchies[h], point, sizeof(point)))
+			continue;
+		for (size_t p = 0; p < sizeof(CONTAINER_PARENTS) / sizeof(*CONTAINER_PARENTS) && !ret; p++) {
+			DIR *d;
+			struct dirent *e;
+
+			snprintf(parent, sizeof(parent), "%s%s", point, CONTAINER_PARENTS[p]);
+			d = opendir(parent);
+			while (d && !ret && (e = readdir(d)))
+				if (e->d_type == DT_DIR && container_id_in(e->d_name, id) &&
+				    snprintf(dir, sizeof(dir), "%s/%s", parent, e->d_name) < (int)sizeof(dir))
+					ret = each(dir, id, arg);
+			if (d)
+				closedir(d);
+		}
+	}
+	return ret;
+}
+
+static int take_one(const char *dir, const char *id, void *arg)
+{
+	struct container_cgroups *seen = arg;
+	char (*ids)[65];
+
+	(void)dir;
+	if (seen_id(seen, id))
+		return 0;
+	ids = realloc(seen->ids, (seen->n + 1) * sizeof(*ids));
+	if (!ids)
+		return -1;
+	seen->ids = ids;
+	memcpy(seen->ids[seen->n++], id, 65);
+	return 0;
+}
+
+int container_cgroups_take(struct container_cgroups *seen)
+{
+	seen->ids = NULL;
+	seen->n = 0;
+	return for_each_container_cgroup(take_one, seen);
+}
+
+struct new_cgroup {
+	const struct container_cgroups *seen;
+	char *dir, *id;
+	size_t dir_size;
+	int found;
+};
+
+static int find_new(const char *dir, const char *id, void *arg)
+{
+	struct new_cgroup *n = arg;
+
+	if (seen_id(n->seen, id) || (n->found && !strcmp(n->id, id)))
+		return 0;
+	if (n->found++)
+		return 1;	/* a second one: which is ours is not known */
+	snprintf(n->dir, n->dir_size, "%s", dir);
+	memcpy(n->id, id, 65);
+	return 0;
+}
+
+int container_new_cgroup(const struct container_cgroups *seen, char *dir, size_t size, char id[65])
+{
+	struct new_cgroup n = { .seen = seen, .dir = dir, .id = id, .dir_size = size };
+
+	for_each_container_cgroup(find_new, &n);
+	return n.found > 1 ? 2 : n.found;
+}
+
+void container_cgroups_free(struct container_cgroups *seen)
+{
+	free(seen->ids);
+	seen->ids = NULL;
+	seen->n = 0;
 }

@@ -71,6 +71,24 @@ struct cgroup_name {
  */
 const struct cgroup_name *name_cgroup(unsigned long long id, const char *component);
 
+/*
+ * The ids of the containers' cgroups there are now (where docker and
+ * podman make them), so that one made later is told apart. 0, or -1 when
+ * out of memory.
+ */
+struct container_cgroups {
+	char (*ids)[65];
+	size_t n;
+};
+int container_cgroups_take(struct container_cgroups *seen);
+/*
+ * A container cgroup made since @seen was taken: 1 with its directory in
+ * @dir and its id in @id; 0 when there is none; 2 when there are several
+ * (which one is the container waited for is not known).
+ */
+int container_new_cgroup(const struct container_cgroups *seen, char *dir, size_t size, char id[65]);
+void container_cgroups_free(struct container_cgroups *seen);
+
 void container_free(struct container *c);
 
 #endif

@@ -28,6 +28,7 @@ from trace_oracle import Trace
 
 CACHESTAT = os.path.join(REPO, "tracer", "cachestat")
 CACHETOP = os.path.join(REPO, "tracer", "cachetop")
+PAGETRACE = os.path.join(REPO, "scripts", "pagetrace")
 KiB = 1024
 
 
@@ -186,6 +187,27 @@ def test_trace_a_task_that_joins_later_and_its_child(data_dir, cgroup_dir):
     assert trace.pages(before) == []
     assert trace.pages(outside) == []
     assert trace.header["command"] == "cgroup\\040" + cgroup_dir
+
+
+@pytest.mark.parametrize("cgroup_dir", ["v2"], indirect=True)
+def test_pack_cgroup_records_what_its_tasks_used(data_dir, cgroup_dir, tmp_path):
+    """pagetrace pack --cgroup PATH -- STARTER: the starter (here a shell
+    that reads one file, joins the cgroup, then reads the first 256 KiB of
+    another) runs untraced, the cgroup is traced: the pack has the second
+    file's 64 pages the task used in the cgroup, and not the first's."""
+    outside, inside = files(data_dir, [256 * KiB, 1024 * KiB])
+    pack = tmp_path / "cgroup.pack"
+    starter = (f"cat {outside} > /dev/null && echo $$ > {cgroup_dir}/cgroup.procs && "
+               f"exec dd if={inside} of=/dev/null bs=64k count=4 status=none")
+    done = subprocess.run([sys.executable, PAGETRACE, "pack", "-q", "-n", "1", "--cgroup",
+                           cgroup_dir, "-o", str(pack), "--", "sh", "-c", starter],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    exported = subprocess.run([sys.executable, PAGETRACE, "export", str(pack), "--format",
+                               "nydus-prefetch"], capture_output=True, text=True, timeout=60)
+    files_in = {f["path"]: f["ranges"] for f in json.loads(exported.stdout)["files"]}
+    assert files_in.get(inside) == [[0, 256 * KiB]], files_in
+    assert outside not in files_in
 
 
 @pytest.mark.parametrize("cgroup_dir", ["v2"], indirect=True)

@@ -1,17 +1,24 @@
-"""trace --container against a real runtime: Debian's docker.io, its daemon
-started here (private socket, data root on a loop-mounted ext4, exec root
-under /run) and stopped on every way out; an image made here with `docker
-import` from a root of a static reader and a data file. No registry.
+"""trace --container against real runtimes, each with an image made here
+from a root of a static reader and a data file (no registry):
+- Debian's docker.io, its daemon started here (private socket, data root on
+  a loop-mounted ext4, exec root under /run) and stopped on every way out;
+  the image made with `docker import`;
+- Debian's podman, with its own configuration (CONTAINERS_CONF and
+  CONTAINERS_STORAGE_CONF: storage on a loop-mounted ext4, run root under
+  /run), the image made with `podman import`.
 
-Not in `make test`: `make test-containers` (it needs docker.io, which
-scripts/install-deps --containers installs). Ground truth: mincore of the
-files in the image's layer directory, which the container's overlay reads.
+Not in `make test`: `make test-containers` (it needs docker.io and podman,
+which scripts/install-deps --containers installs). Ground truth: mincore of
+the files in the image's layer directory, which the container's overlay
+reads.
 """
 import contextlib
+import json
 import os
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 
@@ -26,6 +33,8 @@ from trace_oracle import Trace
 
 MiB = 1 << 20
 DOCKER = "/usr/bin/docker"      # docker.io's CLI, the daemon's own version
+PAGETRACE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
+                         "scripts", "pagetrace")
 READER_C = r"""
 #include <fcntl.h>
 #include <stdlib.h>
@@ -97,10 +106,9 @@ def daemon(data_root):
 
 
 @pytest.fixture(scope="module")
-def image(tmp_path_factory):
-    """(env, layer directory) of the image pagetrace-test:1: /reader, /data/f."""
+def image_root(tmp_path_factory):
+    """The images' root: /reader (static), /data/f (4 MiB)."""
     require_root()
-    assert shutil.which("dockerd"), "dockerd is missing: scripts/install-deps --containers"
     root = tmp_path_factory.mktemp("root")
     os.makedirs(root / "data")
     (root / "reader.c").write_text(READER_C)
@@ -109,11 +117,26 @@ def image(tmp_path_factory):
     os.unlink(root / "reader.c")
     with open(root / "data" / "f", "wb") as f:
         f.write(os.urandom(4 * MiB))
+    return root
+
+
+@contextlib.contextmanager
+def image_disk():
+    """A loop-mounted ext4 for a runtime's storage; its mount point."""
     with loopimg.loop_mount("ext4", size_mib=512) as (mnt, loop):
         # Readahead of the container's first MiB stays well below the host's
         # last one (at most one window past what it read).
         with open(f"/sys/block/{os.path.basename(loop)}/queue/read_ahead_kb", "w") as f:
             f.write("128")
+        yield mnt
+
+
+@pytest.fixture(scope="module")
+def image(image_root):
+    """(env, layer directory) of docker's image pagetrace-test:1."""
+    root = image_root
+    assert shutil.which("dockerd"), "dockerd is missing: scripts/install-deps --containers"
+    with image_disk() as mnt:
         with daemon(os.path.join(mnt, "docker")) as env:
             tar = subprocess.Popen(["tar", "-C", str(root), "-c", "."], stdout=subprocess.PIPE)
             subprocess.run([DOCKER, "import", "-", "pagetrace-test:1"], stdin=tar.stdout,
@@ -124,23 +147,23 @@ def image(tmp_path_factory):
             yield env, layer
 
 
-def test_container_started_by_the_daemon_traced_with_wait(image):
-    """Named before it exists, started detached by dockerd: its pages are the
+def traced_start(env, layer, name, run, remove):
+    """A container named @name before it exists, started detached by
+    @run(env, *args), traced with --container --wait: its pages are the
     kernel's (mincore of its layer's files), under the image's paths; a host
     reader of the same file at the same time is not recorded; its exit ends
     the trace, exit 0."""
-    env, layer = image
     data, reader = os.path.join(layer, "data", "f"), os.path.join(layer, "reader")
     evict(data, reader)
-    tracer = subprocess.Popen([TRACE, "-x", "--container", "pt-wait", "--wait",
+    tracer = subprocess.Popen([TRACE, "-x", "--container", name, "--wait",
                                "--paths", "container"], stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, text=True, env=env)
     try:
         attached(tracer)
         started = time.monotonic()
         # The container reads the first MiB; the host, at the same time, the last.
-        docker(env, "run", "-d", "--name", "pt-wait", "pagetrace-test:1",
-               "/reader", "/data/f", str(MiB))
+        run(env, "run", "-d", "--name", name, "pagetrace-test:1", "/reader", "/data/f",
+            str(MiB))
         fd = os.open(data, os.O_RDONLY)
         os.pread(fd, MiB, 3 * MiB)
         os.close(fd)
@@ -148,11 +171,11 @@ def test_container_started_by_the_daemon_traced_with_wait(image):
         ended = time.monotonic() - started
     finally:
         stopped(tracer)
-        docker(env, "rm", "-f", "pt-wait", check=False)
+        remove()
     assert tracer.returncode == 0, err
     trace = Trace(out)
     assert trace.header["paths"] == "container"
-    assert trace.header["command"] == "container\\040pt-wait"
+    assert trace.header["command"] == f"container\\040{name}"
     cached = cached_since_eviction(data)
     host_pages = set(range(3 * MiB // PAGE, 4 * MiB // PAGE))
     assert host_pages <= cached, "the host reader's pages are not in the cache"
@@ -161,6 +184,119 @@ def test_container_started_by_the_daemon_traced_with_wait(image):
     assert trace.page_set("/reader") == cached_since_eviction(reader)
     assert not [p for p in trace.paths() if p.startswith(os.path.dirname(layer))]
     assert ended < 30, f"the trace ended {ended:.1f} s after the start"
+
+
+def test_container_started_by_the_daemon_traced_with_wait(image):
+    """docker: started detached by dockerd (traced_start())."""
+    env, layer = image
+    traced_start(env, layer, "pt-wait", docker,
+                 lambda: docker(env, "rm", "-f", "pt-wait", check=False))
+
+
+# podman's configuration here: runc, since crun refuses this machine's
+# hybrid cgroups ("cgroups in hybrid mode not supported"); no default
+# ulimits, since setting RLIMIT_NPROC is refused; cgroupfs and a log file,
+# since there is no systemd.
+PODMAN_CONF = """[containers]
+default_ulimits = []
+[engine]
+runtime = "runc"
+cgroup_manager = "cgroupfs"
+events_logger = "file"
+"""
+
+
+def podman(env, *args, **kw):
+    kw.setdefault("check", True)
+    return subprocess.run(["podman", *args], env=env, capture_output=True, text=True,
+                          timeout=120, **kw)
+
+
+def _podman_cgroups():
+    """The parent cgroups podman (cgroupfs manager) makes, in each hierarchy."""
+    return {os.path.join("/sys/fs/cgroup", h, "libpod_parent")
+            for h in os.listdir("/sys/fs/cgroup")
+            if os.path.isdir(os.path.join("/sys/fs/cgroup", h, "libpod_parent"))} | \
+        ({"/sys/fs/cgroup/libpod_parent"} if os.path.isdir("/sys/fs/cgroup/libpod_parent")
+         else set())
+
+
+@pytest.fixture(scope="module")
+def podman_image(image_root):
+    """(env, layer directory) of podman's image pagetrace-test:1; the
+    containers, the image, the run root and the cgroups podman made are
+    removed after."""
+    assert shutil.which("podman"), "podman is missing: scripts/install-deps --containers"
+    had = _podman_cgroups()
+    conf = tempfile.mkdtemp(prefix="pagetrace-test-podman-", dir="/run")
+    try:
+        with image_disk() as mnt:
+            with open(os.path.join(conf, "containers.conf"), "w") as f:
+                f.write(PODMAN_CONF)
+            with open(os.path.join(conf, "storage.conf"), "w") as f:
+                f.write(f'[storage]\ndriver = "overlay"\ngraphroot = "{mnt}/podman"\n'
+                        f'runroot = "{conf}/run"\n')
+            env = dict(os.environ, CONTAINERS_CONF=os.path.join(conf, "containers.conf"),
+                       CONTAINERS_STORAGE_CONF=os.path.join(conf, "storage.conf"))
+            env.pop("DOCKER_HOST", None)
+            try:
+                tar = subprocess.Popen(["tar", "-C", str(image_root), "-c", "."],
+                                       stdout=subprocess.PIPE)
+                subprocess.run(["podman", "import", "-", "pagetrace-test:1"],
+                               stdin=tar.stdout, env=env, check=True, capture_output=True)
+                tar.wait()
+                layer = podman(env, "image", "inspect", "-f",
+                               "{{.GraphDriver.Data.UpperDir}}",
+                               "pagetrace-test:1").stdout.strip()
+                yield env, layer
+            finally:
+                podman(env, "rm", "-af", check=False)
+                podman(env, "rmi", "-af", check=False)
+    finally:
+        shutil.rmtree(conf, ignore_errors=True)
+        for parent in _podman_cgroups() - had:
+            for path, _, _ in os.walk(parent, topdown=False):
+                with contextlib.suppress(OSError):
+                    os.rmdir(path)
+
+
+def test_podman_container_traced_with_wait(podman_image):
+    """podman (no daemon: the container is conmon's child, not the
+    caller's): traced_start()."""
+    env, layer = podman_image
+    traced_start(env, layer, "pt-pod", podman,
+                 lambda: podman(env, "rm", "-f", "pt-pod", check=False))
+
+
+
+def test_pack_of_a_container_start_exported_with_the_image_paths(image, tmp_path):
+    """pagetrace pack --container, the container started by `docker run
+    --rm` (-n 2: two cold starts): exported with the image's layer directory
+    as --root, Nydus's prefetch list names the container's files as the
+    image does, /reader and /data/f, and of /data/f the bytes the reader
+    read (its first MiB: the pack's runs read with read_ahead_kb 0)."""
+    env, layer = image
+    pack = tmp_path / "container.pack"
+    done = subprocess.run([sys.executable, PAGETRACE, "pack", "-q", "-n", "2", "--container",
+                           "pt-pack", "-o", str(pack), "--", DOCKER, "run", "--rm", "--name",
+                           "pt-pack", "pagetrace-test:1", "/reader", "/data/f", str(MiB)],
+                          env=env, capture_output=True, text=True, timeout=600)
+    docker(env, "rm", "-f", "pt-pack", check=False)
+    assert done.returncode == 0, done.stderr
+    exported = subprocess.run([sys.executable, PAGETRACE, "export", str(pack), "--format",
+                               "nydus-prefetch", "--root", layer],
+                              capture_output=True, text=True, timeout=60)
+    assert exported.returncode == 0, exported.stderr
+    files = {f["path"]: f["ranges"] for f in json.loads(exported.stdout)["files"]}
+    assert set(files) == {"/reader", "/data/f"}, files
+    assert files["/data/f"] == [[0, MiB]]
+
+
+def test_pack_container_needs_the_starting_command():
+    done = subprocess.run([sys.executable, PAGETRACE, "pack", "--container", "pt-x"],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "give, after --, the command that starts the target" in done.stderr
 
 
 def test_unknown_container_one_line(image):

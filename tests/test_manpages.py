@@ -15,7 +15,7 @@ from pagetrace.cli import VERBS  # noqa: E402
 
 TOOLS = [("tracer/trace", "tracer/trace.8"), ("tracer/cachestat", "tracer/cachestat.8"),
          ("tracer/cachetop", "tracer/cachetop.8"), ("replay/replay", "replay/replay.1"),
-         ("launch/launch", "launch/launch.1")]
+         ("launch/launch", "launch/launch.1"), ("diskemu/diskemu", "diskemu/diskemu.8")]
 ARGP_OWN = {"--help", "--usage", "--version"}
 
 
@@ -37,6 +37,17 @@ def test_every_option_of_help_is_in_the_man_page(tool, page):
     text = roff_text(page)
     missing = sorted(o for o in options if not re.search(re.escape(o) + r"(?![a-z0-9-])", text))
     assert missing == [], f"{page} lacks {missing}"
+
+
+@pytest.mark.unit
+def test_the_reference_names_every_tool_and_verb():
+    """docs/reference.md, the index of the man pages and specs: every C
+    tool (by its man page) and every verb."""
+    with open(os.path.join(REPO, "docs", "reference.md")) as f:
+        text = f.read()
+    missing = [page for _, page in TOOLS if f"](../{page})" not in text]
+    missing += [v for v in VERBS if f"`{v}`" not in text]
+    assert missing == [], f"docs/reference.md lacks {missing}"
 
 
 @pytest.mark.unit

@@ -587,6 +587,21 @@ def test_export_nydus_prefetch(tmp_path):
 
 
 @pytest.mark.unit
+def test_export_with_layer_directories_as_roots(tmp_path):
+    """--root given twice, or colon-separated as overlay's lowerdir: each
+    file relative to the first root that holds it; a root is a directory,
+    not a prefix (/sr is not /srv's root)."""
+    pack = os.path.join(SAMPLES, "basic.pack")
+    for roots in (["--root", "/sr", "--root", "/srv/my data:/usr/lib"],
+                  ["--root", "/sr:/srv/my data:/usr/lib"]):
+        done = pagetrace("export", pack, "--format", "nydus-prefetch", *roots)
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["files"] == [
+            {"path": "/libapp.so", "ranges": [[0, 10000]]},
+            {"path": "/a\nb", "ranges": [[0, 4096]]}]
+
+
+@pytest.mark.unit
 def test_export_file_list():
     done = pagetrace("export", os.path.join(SAMPLES, "basic.pack"), "--format",
                      "file-list")

@@ -25,6 +25,9 @@ static struct container container;
 /* --wait: the runtime's events, for the id of the container as it is created. */
 static int events_fd = -1;
 static pid_t events_pid = -1;
+/* --wait: the containers' cgroups before it, to see its own as it is made. */
+static struct container_cgroups seen;
+static bool seen_taken;
 
 /* The runtime to wait on for a container neither knows yet: docker if its
  * daemon answers, else podman. */
@@ -63,11 +66,14 @@ int container_target_check(void)
 		return errmsg(what, "%s", why), -1;
 	if (known && !container.pid && !opts.wait)
 		return errmsg(what, "not running (give --wait to trace its next start)"), -1;
-	if (opts.wait && !container.pid)
+	if (opts.wait && !container.pid) {
+		seen_taken = container_cgroups_take(&seen) == 0;
 		events_fd = container_events_open(container.runtime ? container.runtime :
 						  runtime_running(), opts.container, &events_pid);
+	}
 	return 0;
 }
+
 
 static void sleep_ms(long ms)
 {
@@ -102,14 +108,45 @@ static int target(struct trace_bpf *skel, const char *dir)
 }
 
 /*
- * After attaching: find the container's cgroup, asking the runtime again
- * every 50 ms until it knows the container, and looking for the cgroup
- * every millisecond once it does. 0 when found; 1 when *stop became true
- * first; -1 on an error (said).
+ * A container cgroup made while waiting, the only one: traced at once,
+ * before its command starts (the runtime's events can come 250 ms late,
+ * podman's from its log file), then checked to be the container's: the
+ * runtime knows the name by then (it names a container as it creates it,
+ * before it makes its cgroup).
+ */
+static int target_new_cgroup(struct trace_bpf *skel, const char *dir, const char *id)
+{
+	struct container named = {};
+	char why[1200];
+	int known, ret;
+
+	snprintf(container.id, sizeof(container.id), "%s", id);
+	ret = target(skel, dir);
+	if (ret)
+		return ret;
+	known = container_inspect(opts.container, &named, why, sizeof(why));
+	if (known > 0 && strcmp(named.id, id)) {
+		errmsg(opts.container, "another container (%.12s) started while trace waited, and "
+		       "was traced in its place: trace it again", id);
+		ret = -1;
+	} else if (known <= 0) {
+		errmsg(opts.container, "%s", known < 0 ? "out of memory" : why);
+		ret = -1;
+	}
+	container_free(&named);
+	return ret;
+}
+
+/*
+ * After attaching: find the container's cgroup: the one container cgroup
+ * made since trace started (target_new_cgroup()), or the one of the id
+ * the runtime's events give, or asking the runtime again every 50 ms
+ * until it knows the container; looking every millisecond. 0 when found;
+ * 1 when *stop became true first; -1 on an error (said).
  */
 int container_target_wait(struct trace_bpf *skel, volatile sig_atomic_t *stop)
 {
-	char dir[PATH_MAX], why[1200];
+	char dir[PATH_MAX], why[1200], id[65];
 	int known = container.id[0] != 0;
 
 	for (unsigned long i = 0; !*stop; i++) {
@@ -117,6 +154,8 @@ int container_target_wait(struct trace_bpf *skel, volatile sig_atomic_t *stop)
 			known = 1;
 		if (known && container_cgroup_dir(&container, dir, sizeof(dir)))
 			return target(skel, dir);
+		if (!known && seen_taken && container_new_cgroup(&seen, dir, sizeof(dir), id) == 1)
+			return target_new_cgroup(skel, dir, id);
 		if (events_fd < 0 && i % 50 == 0) {
 			container_free(&container);
 			known = container_inspect(opts.container, &container, why, sizeof(why));
@@ -130,6 +169,7 @@ int container_target_wait(struct trace_bpf *skel, volatile sig_atomic_t *stop)
 
 void container_target_free(void)
 {
+	container_cgroups_free(&seen);
 	container_events_close(events_fd, events_pid);
 	events_fd = -1;
 	container_free(&container);

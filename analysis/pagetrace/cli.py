@@ -106,9 +106,11 @@ def add_export(p):
                    "ui.perfetto.dev: docs/perfetto.md)")
     p.add_argument("-o", "--output", help="with --format: the file "
                    "(default: stdout; perfetto: required)")
-    p.add_argument("--root", metavar="DIR", help="with --format: the image's "
-                   "root was DIR when the pack was recorded; paths relative "
-                   "to it, files outside it left out")
+    p.add_argument("--root", metavar="DIR[:DIR...]", action="append",
+                   help="with --format: the image's root was DIR when the pack "
+                   "was recorded (a container's layer directories: each, "
+                   "colon-separated or repeated, as overlay's lowerdir lists "
+                   "them); paths relative to it, files outside it left out")
     p.add_argument("--fio", help="write fio iolog v3 here")
     p.add_argument("--csv", help="write the records as CSV here")
     p.add_argument("--parquet", help="write the records as Parquet here")

@@ -13,8 +13,10 @@
                   prioritized files, SOCI).
 
 --root DIR: the pack was recorded with the image's root filesystem at DIR
-(a container's rootfs); paths are written relative to it, as the image
-names them, and files outside it are left out. Standard library only.
+(a container's rootfs, or its layer directories, each a root: overlay's
+lowerdir and upperdir); paths are written relative to the first root that
+holds them, as the image names them, and files outside every root are
+left out. Standard library only.
 """
 import json
 
@@ -28,19 +30,28 @@ class ExportError(ValueError):
 FORMATS = ("nydus-prefetch", "file-list")
 
 
-def _image_path(path, root):
+def _roots(root):
+    """The roots of --root: None, a directory, or a list of them, each
+    possibly colon-separated."""
     if not root:
+        return []
+    given = [root] if isinstance(root, str) else root
+    return [r.rstrip("/") for text in given for r in text.split(":") if r.strip("/")]
+
+
+def _image_path(path, roots):
+    if not roots:
         return path
-    root = root.rstrip("/")
-    if path == root or not path.startswith(root + "/"):
-        return None
-    return path[len(root):]
+    for root in roots:
+        if path != root and path.startswith(root + "/"):
+            return path[len(root):]
+    return None
 
 
 def file_ranges(pack, root=None):
     """[(image path, [[offset, size], ...])] in first-access order of the
     files; ranges in file order, adjacent ones merged, clamped to size."""
-    order, ranges = [], {}
+    order, ranges, roots = [], {}, _roots(root)
     for r in pack.ranges:
         if r.file not in ranges:
             order.append(r.file)
@@ -49,7 +60,7 @@ def file_ranges(pack, root=None):
     out = []
     for index in order:
         entry = pack.files[index]
-        path = _image_path(entry.path, root)
+        path = _image_path(entry.path, roots)
         if path is None:
             continue
         merged = []

@@ -248,11 +248,69 @@ TRACE_LOST = 3
 LOST_RETRIES = 2
 
 
-def record_runs(command, runs, workdir, tracer, quiet=False):
+# trace's readiness line (stderr): every program is attached.
+TRACE_READY = "Tracing... Hit Ctrl-C to end."
+# Seconds a target's trace may take to attach, and to end after its starter.
+TARGET_ATTACH_S = 120
+TARGET_END_S = 600
+
+
+def _forward(lines):
+    for line in lines:
+        sys.stderr.write(line)
+    sys.stderr.flush()
+
+
+def trace_target(trace_argv, command):
+    """One run of a target (--cgroup PATH, --container NAME --wait): trace
+    attaches first; then `command`, the target's starter (`docker run ...`,
+    `systemctl start ...`), runs untraced. A container's trace ends when
+    the container exits; a cgroup's is stopped once the starter has ended.
+    trace's exit status; its lines on stderr (what it lost) are passed on."""
+    tracer = subprocess.Popen(trace_argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + TARGET_ATTACH_S
+        for line in tracer.stderr:
+            if line.rstrip().endswith(TRACE_READY):
+                break
+            _forward([line])
+            if time.monotonic() > deadline:
+                break
+        if tracer.poll() is not None:
+            _forward(tracer.stderr)
+            return tracer.wait()
+        starter = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+        if "--cgroup" in trace_argv:
+            tracer.send_signal(signal.SIGINT)
+        try:
+            _, rest = tracer.communicate(timeout=TARGET_END_S)
+        except subprocess.TimeoutExpired:
+            raise PackRecordError(f"the target was still running {TARGET_END_S} s after "
+                                  f"{display_path(command[0])} ended: a pack records a "
+                                  "start-up, not a service's life (stop it, or use --cgroup)")
+        _forward([rest])
+        if starter.returncode != 0:
+            raise PackRecordError(f"{display_path(command[0])} exited with status "
+                                  f"{starter.returncode}: the target's start failed")
+        return tracer.returncode
+    finally:
+        if tracer.poll() is None:
+            tracer.send_signal(signal.SIGINT)
+            try:
+                tracer.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                tracer.kill()
+                tracer.wait()
+
+
+def record_runs(command, runs, workdir, tracer, quiet=False, target=()):
     """Runs `trace --used -x` on `command` `runs` times, each from a cold
-    page cache (sync; drop_caches), and returns the trace paths. A run
-    whose trace lost events (trace's LOST line is on stderr) is recorded
-    again, up to LOST_RETRIES times."""
+    page cache (sync; drop_caches), and returns the trace paths; with
+    `target` (trace's --cgroup or --container options), trace follows that
+    target while `command` starts it (trace_target()). A run whose trace
+    lost events (trace's LOST line is on stderr) is recorded again, up to
+    LOST_RETRIES times."""
     paths = []
     for number in range(runs):
         path = os.path.join(workdir, f"run-{number + 1}.log")
@@ -260,9 +318,13 @@ def record_runs(command, runs, workdir, tracer, quiet=False):
             os.sync()
             _write_text(DROP_CACHES, "3\n")
             started = time.perf_counter()
-            done = subprocess.run([tracer, "--used", "-x", "-q", "-o", path,
-                                   "--", *command], stdin=subprocess.DEVNULL,
-                                  stdout=subprocess.DEVNULL)
+            argv = [tracer, "--used", "-x", "-q", "-o", path]
+            if target:
+                returncode = trace_target(argv + list(target), command)
+            else:
+                returncode = subprocess.run(argv + ["--", *command], stdin=subprocess.DEVNULL,
+                                            stdout=subprocess.DEVNULL).returncode
+            done = subprocess.CompletedProcess(argv, returncode)
             if done.returncode != TRACE_LOST or attempt == LOST_RETRIES:
                 break
             progress(f"run {number + 1}: the trace lost events (trace's line "
@@ -307,14 +369,16 @@ def record(args, command):
     else:
         args.scratch = tempfile.TemporaryDirectory(prefix="pagetrace-pack-")
         workdir = args.scratch.name
+    target = (("--cgroup", args.cgroup) if args.cgroup else
+              ("--container", args.container, "--wait") if args.container else ())
     if args.read_ahead_kb == "keep":
-        return record_runs(command, args.runs, workdir, tracer, args.quiet)
+        return record_runs(command, args.runs, workdir, tracer, args.quiet, target)
     files = read_ahead_files()
     with read_ahead_set(args.read_ahead_kb, files) as saved:
         progress(f"read_ahead_kb {args.read_ahead_kb} while recording on "
                  + ", ".join(f"{p.split('/')[4]} (was {v})" for p, v in saved.items()),
                  args.quiet)
-        return record_runs(command, args.runs, workdir, tracer, args.quiet)
+        return record_runs(command, args.runs, workdir, tracer, args.quiet, target)
 
 
 # ---------------------------------------------------------------------------
@@ -327,6 +391,8 @@ examples:
   pagetrace pack --from used1.log --from used2.log -o app.pack
   sudo pagetrace pack --read-ahead-kb keep --keep-traces runs/ -- ./app
   pagetrace launch firefox.pack -- firefox-esr --headless ...
+  sudo pagetrace pack --container web -o web.pack -- docker run --rm --name web IMAGE
+  pagetrace export web.pack --format nydus-prefetch --root LAYER_DIR -o prefetch.json
 
 The pack goes to -o, else to the packs directory ($PAGETRACE_PACKS, default
 /var/lib/pagetrace/packs) as PROGRAM-CRC32.pack, one pack per command line,
@@ -382,6 +448,14 @@ def build_parser(prog=PROG):
                    help="also the pages the command asked the kernel to read "
                    "ahead itself (readahead(2), WILLNEED; trace cause "
                    "forced_ra), used or not")
+    target = p.add_mutually_exclusive_group()
+    target.add_argument("--container", metavar="NAME",
+                        help="record the container NAME (docker or podman), "
+                        "which CMD starts: trace attaches first and waits for it "
+                        "(trace --container --wait); each run ends when it exits")
+    target.add_argument("--cgroup", metavar="PATH",
+                        help="record the tasks of cgroup PATH while CMD (say, "
+                        "systemctl start) runs; each run ends when CMD has")
     p.add_argument("--keep-traces", metavar="DIR",
                    help="keep the recorded traces in DIR")
     p.add_argument("--restore-read-ahead", action="store_true",
@@ -410,6 +484,9 @@ def main(argv=None, prog=PROG):
         restored = restore_read_ahead()
         progress(f"restored {len(restored)} read_ahead_kb setting(s)")
         return 0
+    if (args.container or args.cgroup) and (args.traces or not command):
+        parser.error("--container and --cgroup record: give, after --, the "
+                     "command that starts the target, and no --from")
     if not args.traces and not command:
         parser.error("give, after --, the command to record, or --from TRACE")
     if args.traces and not command and not args.output:
