@@ -289,6 +289,10 @@ def check(report, pagetrace, where="."):
 # 796 in 6.1's guests (no cachestat(2), docs/kernels.md); the host's tests
 # hold them to the first share.
 MAX_SKIPPED_FILES = 0.01
+# ... and at least this many, for the small runs (arm64's quick check: 50
+# seeds, about 190 file runs, where 1% is one): 3 of 190 in CI's arm64
+# 6.12 guest, 2026-11-28, 0 mismatches in that run.
+MIN_SKIPPED_FILES = 4
 MAX_SKIPPED_DIRTIES = 0.25
 
 
@@ -297,9 +301,10 @@ def too_much_skipped(tally, dirties=MAX_SKIPPED_DIRTIES):
     that compared too few counts (under 3 a file run: 4.9 in the matrix)
     exceeds one too."""
     said = []
-    if tally["skipped_files"] > MAX_SKIPPED_FILES * tally["files"]:
+    if tally["skipped_files"] > max(MAX_SKIPPED_FILES * tally["files"], MIN_SKIPPED_FILES):
         said.append(f"undecidable pages in {tally['skipped_files']} of {tally['files']} "
-                    f"file runs (ceiling {MAX_SKIPPED_FILES:.0%})")
+                    f"file runs (ceiling {MAX_SKIPPED_FILES:.0%}, at least "
+                    f"{MIN_SKIPPED_FILES})")
     if tally["skipped_dirties"] > dirties * tally["files"]:
         said.append(f"undecidable dirties in {tally['skipped_dirties']} of {tally['files']} "
                     f"file runs (ceiling {dirties:.0%})")

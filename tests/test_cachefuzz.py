@@ -51,6 +51,10 @@ def test_a_run_that_skips_too_much_fails():
     assert len(cachefuzz_check.too_much_skipped(dict(tally, skipped_files=9))) == 1
     assert len(cachefuzz_check.too_much_skipped(dict(tally, skipped_dirties=9), 0.01)) == 1
     assert len(cachefuzz_check.too_much_skipped(dict(tally, compared=2399))) == 1
+    # A small run may skip MIN_SKIPPED_FILES, not one more.
+    small = {"files": 190, "compared": 946, "skipped_files": 4, "skipped_dirties": 0}
+    assert cachefuzz_check.too_much_skipped(small) == []
+    assert len(cachefuzz_check.too_much_skipped(dict(small, skipped_files=5))) == 1
     everything = dict(tally, compared=0, skipped_files=800, skipped_dirties=800)
     assert len(cachefuzz_check.too_much_skipped(everything)) == 3
 
