@@ -74,7 +74,6 @@ int container_target_check(void)
 	return 0;
 }
 
-
 static void sleep_ms(long ms)
 {
 	struct timespec t = { 0, ms * 1000000L };
@@ -82,11 +81,9 @@ static void sleep_ms(long ms)
 	nanosleep(&t, NULL);
 }
 
-/* Found: trace its cgroup from now on, and show paths as it sees them. */
-static int target(struct trace_bpf *skel, const char *dir)
+/* Found: trace its cgroup from now on. */
+static int trace_cgroup(struct trace_bpf *skel, const char *dir)
 {
-	char why[1200], id[sizeof(container.id)];
-
 	if (cgroup_target_resolve(dir, &opts.cgroup))
 		return -1;
 	skel->data->target_cgroup_subsys = opts.cgroup.subsys;
@@ -95,46 +92,53 @@ static int target(struct trace_bpf *skel, const char *dir)
 	opts.cgroup_path = opts.cgroup.path;
 	container_events_close(events_fd, events_pid);
 	events_fd = -1;
-	/* Known by its id from the events only: its layers, for the paths. */
+	return 0;
+}
+
+/* With --paths container: paths as it sees them, from its layers (inspected by id if not yet). */
+static int show_paths(void)
+{
+	char why[1200], id[sizeof(container.id)];
+
+	if (!opts.paths_container)
+		return 0;
 	snprintf(id, sizeof(id), "%s", container.id);
-	if (!container.ndirs && opts.paths_container) {
+	if (!container.ndirs) {
 		container_free(&container);
 		if (container_inspect(id, &container, why, sizeof(why)) <= 0)
 			return errmsg(opts.container, "%s", why), -1;
 	}
-	if (opts.paths_container)
-		set_path_views(container.dirs, container.ndirs);
+	set_path_views(container.dirs, container.ndirs);
 	return 0;
+}
+
+static int target(struct trace_bpf *skel, const char *dir)
+{
+	return trace_cgroup(skel, dir) ? -1 : show_paths();
 }
 
 /*
  * A container cgroup made while waiting, the only one: traced at once,
  * before its command starts (the runtime's events can come 250 ms late,
- * podman's from its log file), then checked to be the container's: the
- * runtime knows the name by then (it names a container as it creates it,
- * before it makes its cgroup).
+ * podman's from its log file), then checked to be the container's by its
+ * name (the runtime names a container as it creates it, before it makes
+ * its cgroup); that inspect gives the layers too.
  */
 static int target_new_cgroup(struct trace_bpf *skel, const char *dir, const char *id)
 {
-	struct container named = {};
 	char why[1200];
-	int known, ret;
+	int known;
 
-	snprintf(container.id, sizeof(container.id), "%s", id);
-	ret = target(skel, dir);
-	if (ret)
-		return ret;
-	known = container_inspect(opts.container, &named, why, sizeof(why));
-	if (known > 0 && strcmp(named.id, id)) {
-		errmsg(opts.container, "another container (%.12s) started while trace waited, and "
-		       "was traced in its place: trace it again", id);
-		ret = -1;
-	} else if (known <= 0) {
-		errmsg(opts.container, "%s", known < 0 ? "out of memory" : why);
-		ret = -1;
-	}
-	container_free(&named);
-	return ret;
+	if (trace_cgroup(skel, dir))
+		return -1;
+	container_free(&container);
+	known = container_inspect(opts.container, &container, why, sizeof(why));
+	if (known <= 0)
+		return errmsg(opts.container, "%s", known < 0 ? "out of memory" : why), -1;
+	if (strcmp(container.id, id))
+		return errmsg(opts.container, "another container (%.12s) started while trace "
+			      "waited, and was traced in its place: trace it again", id), -1;
+	return show_paths();
 }
 
 /*

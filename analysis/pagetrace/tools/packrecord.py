@@ -324,18 +324,17 @@ def record_runs(command, runs, workdir, tracer, quiet=False, target=()):
             else:
                 returncode = subprocess.run(argv + ["--", *command], stdin=subprocess.DEVNULL,
                                             stdout=subprocess.DEVNULL).returncode
-            done = subprocess.CompletedProcess(argv, returncode)
-            if done.returncode != TRACE_LOST or attempt == LOST_RETRIES:
+            if returncode != TRACE_LOST or attempt == LOST_RETRIES:
                 break
             progress(f"run {number + 1}: the trace lost events (trace's line "
                      "above): recorded again", quiet)
-        if done.returncode != 0:
+        if returncode != 0:
             raise PackRecordError(
                 f"run {number + 1}: trace --used -- {display_path(command[0])} "
-                f"exited with status {done.returncode} (a run that fails "
+                f"exited with status {returncode} (a run that fails "
                 "records no usable start-up"
                 + (f"; events lost in {LOST_RETRIES + 1} recordings"
-                   if done.returncode == TRACE_LOST else "") + ")")
+                   if returncode == TRACE_LOST else "") + ")")
         progress(f"run {number + 1}/{runs} recorded in "
                  f"{time.perf_counter() - started:.2f} s: {path}", quiet)
         paths.append(path)
