@@ -107,3 +107,36 @@ def test_stap_mmap_faults(name):
     c = _results[name]["checks"]["readpage_mmap_faults"]
     assert pages == set(c["cached"])
     assert len(pages) == 64
+
+
+def signalled(name, which):
+    """A signal check's results, once its module could be built."""
+    c = check(name, which)
+    assert c["ready"], f"the module never loaded or the command never ran: {c}"
+    return c
+
+
+@pytest.mark.parametrize("name", NAMES)
+@pytest.mark.parametrize("which, status", [("stap_sigterm", 143), ("stap_sigint_to_group", 130)])
+def test_stap_signal_unloads_and_stops(name, which, status):
+    """A signal to the wrapper ends the trace within seconds, not when the
+    command would have: exit 128+N, the module unloaded, nothing of its
+    session left running."""
+    c = signalled(name, which)
+    assert (c["rc"], c["modules_after"], c["left_running"]) == (status, [], []), c
+    assert c["seconds"] < 30, c
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_stap_after_sigkill_says_how_to_unload(name):
+    """SIGKILL leaves the module loaded (nothing can catch it); the next run
+    refuses in one line naming it and the rmmod that removes it, and the
+    help's command removes it."""
+    c = signalled(name, "stap_sigkill")
+    assert len(c["left_loaded"]) == 1, c
+    module = c["left_loaded"][0]
+    again = c["again"]
+    assert again["rc"] == 1 and again["stderr"].count("\n") == 1, again
+    assert f"module {module} is already loaded" in again["stderr"]
+    assert f"rmmod {module}" in again["stderr"]
+    assert (c["unload_rc"], c["modules_after"]) == (0, []), c
