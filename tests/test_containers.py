@@ -467,6 +467,10 @@ def test_cachetop_by_cgroup_two_containers_random_scripts(python_image, tmp_path
         rows.setdefault(row["container"], []).append(row)
     undecidable = 0
     for name in FUZZ_SEEDS:
+        # Cold at each script's start: nothing before its steps (the setup's
+        # mlock included) brought a page of its files in.
+        warm = [r["seed"] for r in results[name] if any(r["log"][0]["resident"])]
+        assert not warm, f"{name}: files of seeds {warm} cached before their steps"
         want, unsure, unsure_dirties = fuzz_expected(results[name])
         assert len(rows.get(name, [])) == 1, sample
         (row,) = rows[name]
