@@ -21,6 +21,9 @@ tool starts, then one tool invocation runs `cachefuzz.py exec` over all
 the scripts, each on its own files, so that the tool's per-file rows are
 per script. The batch runs twice, under `cachetop -j -c` (with
 `cachestat -j` beside it) and under `trace --used -c`, each on fresh files.
+`exec --gate` prepares everything first and runs the steps between two
+lines on stdin, touching no other file page then: a tool counting per
+cgroup can watch exactly the steps (tests/test_containers.py).
 
 What `exec` records is the kernel's view only (observe.py's words):
 per step, the pages it accessed (a read call's pages, clamped to the file
@@ -332,8 +335,8 @@ def _clamped_pages(f, offset, length):
 def _do(step, files, device, log):
     """Runs one step; appends its observations to @log."""
     op = step["op"]
-    if op == "child":
-        return _do_child(step, files, device, log)
+    if op == "child":   # forked now, or before (exec --gate)
+        return (step.get("forked") or Child(step, files, device)).join(log)
     f = files[step["file"]]
     seen = {"op": op, "file": step["file"], "pid": os.getpid(),
             "accessed": []}
@@ -389,59 +392,143 @@ def _do(step, files, device, log):
     log.append(seen)
 
 
-def _do_child(step, files, device, log):
-    """A child process doing @step's steps; it shares the parent's files and
-    mappings (its page tables start empty: pagemap says so)."""
-    reader, writer = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        os.close(reader)
-        code = 0
-        try:
-            mine = []
-            for sub in step["steps"]:
-                _do(sub, files, device, mine)
-            os.write(writer, json.dumps(mine).encode())
-        except BaseException as err:  # noqa: B902 (reported by the parent)
-            os.write(writer, json.dumps({"error": repr(err)}).encode())
-            code = 1
-        os._exit(code)
-    os.close(writer)
-    chunks = []
-    while True:
-        chunk = os.read(reader, 1 << 16)
-        if not chunk:
-            break
-        chunks.append(chunk)
-    os.close(reader)
-    _, status = os.waitpid(pid, 0)
-    got = json.loads(b"".join(chunks) or b"{}")
-    if status or not isinstance(got, list):
-        raise RuntimeError(f"child: {got.get('error', 'exit status %d' % status)}")
-    for seen in got:
-        seen["child"] = True
-    log += got
+class Child:
+    """The process of a child step, forked at once. Gated (exec --gate:
+    @gate, the scripts' mappings), it pins its code (pin_code()) and waits
+    for join() before it runs its steps: they fault on no page but theirs."""
+    _parent_fds = []    # the other children's pipe ends, closed in a new one
+
+    def __init__(self, step, files, device, gate=None):
+        reader, writer = os.pipe()
+        go_reader, self.go = os.pipe() if gate else (None, None)
+        self.pid = os.fork()
+        if self.pid == 0:
+            for fd in [reader, self.go, *Child._parent_fds]:
+                if fd is not None:
+                    os.close(fd)
+            code = 0
+            try:
+                if gate:
+                    pin_code(gate)
+                    if os.read(go_reader, 1) != b"g":   # the parent is gone
+                        os._exit(1)
+                mine = []
+                for sub in step["steps"]:
+                    _do(sub, files, device, mine)
+                os.write(writer, json.dumps(mine).encode())
+            except BaseException as err:  # noqa: B902 (reported by the parent)
+                os.write(writer, json.dumps({"error": repr(err)}).encode())
+                code = 1
+            os._exit(code)
+        os.close(writer)
+        if gate:
+            os.close(go_reader)
+            Child._parent_fds.append(self.go)
+        self.reader = reader
+        Child._parent_fds.append(reader)
+
+    def join(self, log):
+        """Runs the steps (a gated child: now) and appends what it saw to @log."""
+        if self.go is not None:
+            os.write(self.go, b"g")
+        chunks = []
+        while True:
+            chunk = os.read(self.reader, 1 << 16)
+            if not chunk:
+                break
+            chunks.append(chunk)
+        for fd in (self.reader, self.go):
+            if fd is not None:
+                os.close(fd)
+                Child._parent_fds.remove(fd)
+        _, status = os.waitpid(self.pid, 0)
+        got = json.loads(b"".join(chunks) or b"{}")
+        if status or not isinstance(got, list):
+            raise RuntimeError(f"child: {got.get('error', 'exit status %d' % status)}")
+        for seen in got:
+            seen["child"] = True
+        log += got
 
 
-def exec_plan(plan_path, out_path):
-    """`exec`: every script of the plan in turn, each on its own files."""
+def pin_code(skip):
+    """mlock(2) every file mapping of this process but those at @skip (the
+    scripts' own): the interpreter's and the libraries' pages, populated
+    now and kept, so that running code later faults on no file page."""
+    with open("/proc/self/maps") as f:
+        maps = f.read().splitlines()
+    for line in maps:
+        fields = line.split(None, 5)
+        if len(fields) < 6 or not fields[5].startswith("/") or fields[1].startswith("---"):
+            continue
+        start, end = (int(a, 16) for a in fields[0].split("-"))
+        if start not in skip and _libc.mlock(ctypes.c_void_p(start),
+                                             ctypes.c_size_t(end - start)):
+            raise OSError(ctypes.get_errno(), f"mlock {fields[5]}")
+
+
+def _open_script(script, knob):
+    with open(knob, "w") as f:   # before the files are opened: f_ra
+        f.write(str(script["read_ahead_kb"]))
+    return [File(p) for p in script["paths"]]
+
+
+def _prepared(scripts, knob, device):
+    """exec --gate's setup: what the steps look up once (khugepaged's pid,
+    cachestat(2)) looked up, every script's files opened and mapped, every
+    child step's process forked, this process's code pinned: after it, the
+    steps read no page of any file but the scripts'. A child has the
+    mappings as they were then: a madvise of the parent's before its step
+    is not in its copy (the kernel's view, which the checks read, is still
+    the child's own)."""
+    collapses(), khugepaged_reads(), cache.cachestat_available(), device_sectors(device)
+    opened = [_open_script(s, knob) for s in scripts]
+    mappings = {f.map() for files in opened for f in files}
+    for script, files in zip(scripts, opened):
+        for step in script["steps"]:
+            if step["op"] == "child":
+                step["forked"] = Child(step, files, device, gate=mappings)
+    pin_code(mappings)
+    return opened
+
+
+def _gate(word):
+    """Says @word on stdout, then waits for a line on stdin."""
+    sys.stdout.write(word + "\n")
+    sys.stdout.flush()
+    if not sys.stdin.readline():
+        fail("exec --gate", "stdin closed before the go")
+
+
+def exec_plan(plan_path, out_path, gate=False):
+    """`exec`: every script of the plan in turn, each on its own files.
+    With @gate, everything is prepared first (_prepared()), then "ready" is
+    said and a line awaited before the first step, and "done" and a line
+    after the last: between the two lines this process and its children
+    touch no file page but the scripts' (a tool's interval may be exactly
+    that: tests/test_containers.py)."""
     with open(plan_path) as f:
         plan = json.load(f)
     device, knob = plan["device"], plan["read_ahead_knob"]
+    opened = _prepared(plan["scripts"], knob, device) if gate else None
+    if gate:
+        _gate("ready")
     results = []
-    for script in plan["scripts"]:
-        with open(knob, "w") as f:   # before the files are opened: f_ra
-            f.write(str(script["read_ahead_kb"]))
-        files = [File(p) for p in script["paths"]]
+    for i, script in enumerate(plan["scripts"]):
+        files = opened[i] if gate else _open_script(script, knob)
         log = [{"op": "start", "sectors": 0,
                 "resident": [ranges(g.resident()) for g in files]}]
         try:
             for step in script["steps"]:
                 _do(step, files, device, log)
         finally:
-            for g in files:
-                g.close()
+            if not gate:
+                for g in files:
+                    g.close()
         results.append({"seed": script["seed"], "log": log})
+    if gate:
+        _gate("done")
+        for g in (g for files in opened for g in files):
+            g.close()
     with open(out_path, "w") as f:
         json.dump(results, f)
 
@@ -717,9 +804,11 @@ def main(argv=None):
                    "(default: OUT's)")
     p.set_defaults(func=cmd_run)
     p = sub.add_parser("exec", help=argparse.SUPPRESS)
+    p.add_argument("--gate", action="store_true",
+                   help='prepare, say "ready", wait for a line; run; say "done", wait')
     p.add_argument("plan")
     p.add_argument("out")
-    p.set_defaults(func=lambda a: exec_plan(a.plan, a.out))
+    p.set_defaults(func=lambda a: exec_plan(a.plan, a.out, a.gate))
     p = sub.add_parser("show", help="print the script of a seed")
     p.add_argument("--seed", type=int, required=True)
     p.set_defaults(func=lambda a: print(json.dumps(generate(a.seed), indent=1)))
