@@ -191,29 +191,6 @@ static bool cgroup_of_pid(pid_t pid, char *dir, size_t size)
 	return found;
 }
 
-bool container_cgroup_dir(const struct container *c, char *dir, size_t size)
-{
-	/* docker (cgroupfs, systemd) and podman (cgroupfs, systemd) name it so. */
-	static const char *const forms[] = { "/docker/%s", "/system.slice/docker-%s.scope",
-		"/libpod_parent/libpod-%s", "/machine.slice/libpod-%s.scope" };
-	static const char *const hierarchies[] = { NULL, "memory" };
-	char point[PATH_MAX], rel[PATH_MAX];
-
-	if (c->pid > 0 && cgroup_of_pid(c->pid, dir, size))
-		return true;
-	for (int h = 0; h < 2; h++) {
-		if (!hierarchy_point(hierarchies[h], point, sizeof(point)))
-			continue;
-		for (size_t f = 0; f < sizeof(forms) / sizeof(forms[0]); f++) {
-			snprintf(rel, sizeof(rel), forms[f], c->id);
-			snprintf(dir, size, "%s%s", point, rel);
-			if (is_dir(dir))
-				return true;
-		}
-	}
-	return false;
-}
-
 int container_events_open(const char *runtime, const char *name, pid_t *pid)
 {
 	char filter[300];
@@ -327,7 +304,11 @@ const struct cgroup_name *name_cgroup(__u64 id, const char *component)
 	return name;
 }
 
-/* Where docker and podman put their containers' cgroups (see container_cgroup_dir()). */
+/*
+ * Where docker and podman put their containers' cgroups, cgroupfs and
+ * systemd drivers alike: /docker/ID, /system.slice/docker-ID.scope,
+ * /libpod_parent/libpod-ID, /machine.slice/libpod-ID.scope.
+ */
 static const char *const CONTAINER_PARENTS[] = { "/docker", "/system.slice", "/libpod_parent",
 						 "/machine.slice" };
 
@@ -369,6 +350,28 @@ static int for_each_container_cgroup(int (*each)(const char *dir, const char *id
 		}
 	}
 	return ret;
+}
+
+struct cgroup_of_id {
+	const char *id;
+	char *dir;
+	size_t size;
+};
+
+static int is_the_id(const char *dir, const char *id, void *arg)
+{
+	struct cgroup_of_id *want = arg;
+
+	return !strcmp(id, want->id) && snprintf(want->dir, want->size, "%s", dir) < (int)want->size;
+}
+
+bool container_cgroup_dir(const struct container *c, char *dir, size_t size)
+{
+	struct cgroup_of_id want = { .id = c->id, .dir = dir, .size = size };
+
+	if (c->pid > 0 && cgroup_of_pid(c->pid, dir, size))
+		return true;
+	return for_each_container_cgroup(is_the_id, &want) > 0;
 }
 
 static int take_one(const char *dir, const char *id, void *arg)
