@@ -307,6 +307,35 @@ def two_v2_cgroups():
                 _leave(path)
 
 
+TWO_READERS_SIZES = [1024 * KiB, 512 * KiB]
+
+
+@contextlib.contextmanager
+def two_readers_at_once(data_dir, groups, tool):
+    """The tool @tool (argv) started and attached, then two readers, each in
+    its own of @groups, reading their own file (TWO_READERS_SIZES) cold then
+    warm at the same time, while this test cats a third file in its own
+    cgroup; yields (the tool's Popen, the readers' files) once both are
+    done. The readers are ended and the tool stopped on every path."""
+    paths = files(data_dir, TWO_READERS_SIZES + [256 * KiB])
+    outside = paths.pop()
+    counter = subprocess.Popen(tool, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    procs = [reader(group, [], [path, path]) for group, path in zip(groups, paths)]
+    try:
+        attached(counter)
+        for proc in procs:
+            proc.stdin.write("go\n")
+            proc.stdin.flush()
+        subprocess.run(["cat", outside], stdout=subprocess.DEVNULL, check=True)
+        for proc in procs:
+            assert proc.stdout.readline() == "done\n"
+        yield counter, paths
+    finally:
+        for proc in procs:
+            finish(proc)
+        stopped(counter)
+
+
 @pytest.mark.parametrize("scope", ["all", "--cgroup parent"])
 def test_cachetop_by_cgroup_two_at_once(data_dir, two_v2_cgroups, scope):
     """Two readers, each in its own cgroup, read their own file cold then
@@ -317,26 +346,11 @@ def test_cachetop_by_cgroup_two_at_once(data_dir, two_v2_cgroups, scope):
     test itself reads meanwhile (in its own cgroup) is not theirs. With
     --cgroup PARENT, their two rows are the only ones."""
     parent, groups = two_v2_cgroups
-    sizes = [1024 * KiB, 512 * KiB]
-    paths = files(data_dir, sizes + [256 * KiB])
-    outside = paths.pop()
+    sizes = TWO_READERS_SIZES
     only = ["--cgroup", parent] if scope != "all" else []
-    counter = subprocess.Popen([CACHETOP, "--by", "cgroup", "-j", *only, "60", "1"],
-                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    procs = [reader(group, [], [path, path]) for group, path in zip(groups, paths)]
-    try:
-        attached(counter)
-        for proc in procs:
-            proc.stdin.write("go\n")
-            proc.stdin.flush()
-        subprocess.run(["cat", outside], stdout=subprocess.DEVNULL, check=True)
-        for proc in procs:
-            assert proc.stdout.readline() == "done\n"
+    tool = [CACHETOP, "--by", "cgroup", "-j", *only, "60", "1"]
+    with two_readers_at_once(data_dir, groups, tool) as (counter, paths):
         sample = interval_ends(counter)
-    finally:
-        for proc in procs:
-            finish(proc)
-        stopped(counter)
     rows = {row["cgroup"]: row for row in sample["cgroups"]}
     v2 = _mounts()["v2"]
     if only:
@@ -358,7 +372,8 @@ def _free_loopback_port():
 
 def _scrape(port):
     """One scrape, parsed by prometheus_client's OpenMetrics parser:
-    {(sample name, labels without cgroup): value}, and the cgroup labels."""
+    {(sample name, labels without cgroup): value}, and the cgroup labels of
+    the totals (the per-cgroup families' are in their samples' keys)."""
     from prometheus_client.openmetrics.parser import text_string_to_metric_families
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10) as response:
         assert response.headers["Content-Type"].startswith("application/openmetrics-text")
@@ -367,6 +382,9 @@ def _scrape(port):
     for family in text_string_to_metric_families(text):
         for s in family.samples:
             labels = dict(s.labels)
+            if s.name.startswith("pagetrace_cache_cgroup_"):
+                samples[(s.name, tuple(sorted(labels.items())))] = s.value
+                continue
             cgroups.add(labels.pop("cgroup", None))
             samples[(s.name, tuple(sorted(labels.items())))] = s.value
     return samples, cgroups
@@ -409,6 +427,54 @@ def test_cachestat_openmetrics_counts_equal_its_own(data_dir, cgroup_dir):
     lost = {k: v for k, v in second.items() if k[0] == "pagetrace_cache_lost_events_total"}
     assert len(lost) == 9 and sum(lost.values()) == own["lost"] == 0
     assert cgroups == {os.path.realpath(cgroup_dir)}
+
+
+def _per_cgroup(samples):
+    """{cgroup_id: {"hits", "misses", "dirties", "read_hit_ratio", "cgroup",
+    "container"}} from a scrape's pagetrace_cache_cgroup_* samples."""
+    rows = {}
+    for (name, labels), value in samples.items():
+        if not name.startswith("pagetrace_cache_cgroup_"):
+            continue
+        labels = dict(labels)
+        row = rows.setdefault(int(labels["cgroup_id"]), {
+            "cgroup": labels.get("cgroup"), "container": labels.get("container")})
+        what = name[len("pagetrace_cache_cgroup_"):].removesuffix("_total")
+        row[what] = value if what == "read_hit_ratio" else int(value)
+    return rows
+
+
+@pytest.mark.parametrize("scope", ["all", "--cgroup parent"])
+def test_cachestat_openmetrics_per_cgroup_two_at_once(data_dir, two_v2_cgroups, scope):
+    """cachestat --openmetrics: two readers, each in its own cgroup, read
+    their own file cold then warm at the same time; each cgroup's series
+    (labelled by its id, the inode of its directory, and its path in the
+    cgroup2 hierarchy) count what the kernel says: misses the pages brought
+    into the cache since the eviction (mincore, cachestat(2)), hits the
+    rest of the two whole-file reads. What the test reads meanwhile in its
+    own cgroup is not theirs. With --cgroup PARENT, theirs are the only
+    series and add up to the totals."""
+    parent, groups = two_v2_cgroups
+    sizes = TWO_READERS_SIZES
+    only = ["--cgroup", parent] if scope != "all" else []
+    port = _free_loopback_port()
+    tool = [CACHESTAT, "--openmetrics", f":{port}", "-j", *only, "60", "1"]
+    with two_readers_at_once(data_dir, groups, tool) as (_, paths):
+        samples, _ = _scrape(port)
+    rows = _per_cgroup(samples)
+    ids = [os.stat(group).st_ino for group in groups]
+    v2 = _mounts()["v2"]
+    for group, cid, path, size in zip(groups, ids, paths, sizes):
+        misses = len(cached_since_eviction(path))
+        assert misses == size // PAGE
+        assert rows[cid] == {"cgroup": group[len(v2):], "container": None,
+                             "hits": 2 * size // PAGE - misses, "misses": misses,
+                             "dirties": 0, "read_hit_ratio": pytest.approx(0.5)}
+    if only:
+        assert sorted(rows) == sorted(ids)
+        totals = _counts(samples)
+        assert totals == {k: sum(r[k] for r in rows.values())
+                          for k in ("hits", "misses", "dirties")}
 
 
 def test_cachestat_openmetrics_port_taken_one_line():

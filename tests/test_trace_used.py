@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import threading
 
 import pytest
 
@@ -394,25 +395,44 @@ READ_CALLS = {
 }
 
 
+def _put_in_flight_when_ready(ready, go, start_read):
+    """Waits for the traced program's word on the fifo READY (it runs: the
+    tool is attached), calls start_read(), then lets it go on the fifo GO.
+    Without the word (the program never ran), returns at READY's end."""
+    with open(ready, "rb") as r:
+        if r.read(1) != b"r":
+            return
+    start_read()
+    with open(go, "wb") as g, contextlib.suppress(BrokenPipeError):
+        g.write(b"g")
+
+
 @contextlib.contextmanager
 def batch_ending_in_flight(data_dir, tmp_path, call="pread"):
     """A file whose pages [0, 16) are cached (and held), [16, 32) being read
     (POSIX_FADV_WILLNEED from this process, held by blk-throttle for about 4
     s), and a program that reads [0, 32) in one pread. Its first batch is
     pages 0-15 and the locked page 16: filemap_get_pages() returns 0-15
-    through its error path, without mm_filemap_get_pages. The program
-    writes how long its pread waited to WAITED; more than a few tenths of a
-    second proves the pages were in flight. It also writes the bytes it
-    submitted for reading during the call (the kernel's count, read_bytes
-    of /proc/self/io): none, unless something reclaimed a page of [16, 32)
-    between its read and the program's (DAMON pages out cold page cache
-    here). Yields (path, program, report), REPORT being that file's path;
-    the tools run outside the cgroup, the read it holds was not theirs."""
+    through its error path, without mm_filemap_get_pages. The WILLNEED is
+    issued when the program says it runs (under the tool, so however long
+    the tool took to attach), and the program reads once it is issued. The
+    program writes how long its pread waited to WAITED; more than a few
+    tenths of a second proves the pages were in flight. It also writes the
+    bytes it submitted for reading during the call (the kernel's count,
+    read_bytes of /proc/self/io): none, unless something reclaimed a page of
+    [16, 32) between its read and the program's (DAMON pages out cold page
+    cache here). Yields (path, program, report), REPORT being that file's
+    path; the tools run outside the cgroup, the read it holds was not
+    theirs."""
     f = os.path.join(data_dir, "in-flight.bin")
     report = tmp_path / "in-flight-report.json"
+    ready, go = tmp_path / "ready", tmp_path / "go"
+    os.mkfifo(ready)
+    os.mkfifo(go)
     write_file(f, 4 * IN_FLIGHT_PAGES * PAGE)
     evict(f)
     fd = os.open(f, os.O_RDONLY)
+    waiter = None
     try:
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_RANDOM)   # no readahead: exactly 0-15
         os.pread(fd, IN_FLIGHT_PAGES * PAGE, 0)
@@ -423,6 +443,10 @@ def batch_ending_in_flight(data_dir, tmp_path, call="pread"):
                     return int(dict(line.split(": ") for line in io)["read_bytes"])
             fd = os.open({f!r}, os.O_RDONLY)
             n = {2 * IN_FLIGHT_PAGES * PAGE}
+            with open({str(ready)!r}, "wb") as r:
+                r.write(b"r")
+            with open({str(go)!r}, "rb") as g:
+                assert g.read(1) == b"g"
             before, start = read_bytes(), time.monotonic()
             {READ_CALLS[call]}
             waited, after = time.monotonic() - start, read_bytes()
@@ -433,12 +457,23 @@ def batch_ending_in_flight(data_dir, tmp_path, call="pread"):
         with locked_in_cache(f, IN_FLIGHT_PAGES * PAGE):
             assert resident_pages(f) == set(range(IN_FLIGHT_PAGES))
             with throttle.Cgroup(limits, throttle.disks_of([f]), "test") as cgroup:
-                with cgroup.spawning():
-                    os.posix_fadvise(fd, IN_FLIGHT_PAGES * PAGE, IN_FLIGHT_PAGES * PAGE,
-                                     os.POSIX_FADV_WILLNEED)
+                def start_read():
+                    with cgroup.spawning():
+                        os.posix_fadvise(fd, IN_FLIGHT_PAGES * PAGE, IN_FLIGHT_PAGES * PAGE,
+                                         os.POSIX_FADV_WILLNEED)
+                waiter = threading.Thread(target=_put_in_flight_when_ready,
+                                          args=(ready, go, start_read), daemon=True)
+                waiter.start()
                 yield f, program, report
                 assert cgroup.counts()[1] >= IN_FLIGHT_PAGES * PAGE
     finally:
+        if waiter and waiter.is_alive():
+            # The program stopped before its word or before its go: the
+            # fifo's other end, opened and closed, frees the waiter.
+            for fifo, flags in ((ready, os.O_WRONLY), (go, os.O_RDONLY)):
+                with contextlib.suppress(OSError):
+                    os.close(os.open(fifo, flags | os.O_NONBLOCK))
+            waiter.join(10)
         os.close(fd)
     assert json.loads(report.read_text())["waited"] > 0.3, "the pages were not in flight"
 

@@ -226,6 +226,40 @@ int cache_read_totals(struct cache_bpf *skel, __u64 totals[NR_CACHE_COUNTERS])
 	return 0;
 }
 
+static int by_id(const void *a, const void *b)
+{
+	__u64 x = ((const struct cgroup_counts *)a)->id, y = ((const struct cgroup_counts *)b)->id;
+
+	return x < y ? -1 : x > y;
+}
+
+int cache_read_cgroups(struct cache_bpf *skel, struct cgroup_counts **rows)
+{
+	struct bpf_map *map = skel->maps.cgroups;
+	__u64 key, *prev = NULL;
+	struct cgroup_counts row, *grown;
+	int n = 0;
+
+	*rows = NULL;
+	while (!bpf_map__get_next_key(map, prev, &key, sizeof(key))) {
+		row.id = key;
+		prev = &row.id;
+		if (bpf_map__lookup_elem(map, &key, sizeof(key), &row.counts, sizeof(row.counts), 0))
+			continue;	/* gone since the key was read */
+		grown = reallocarray(*rows, n + 1, sizeof(**rows));
+		if (!grown) {
+			free(*rows);
+			*rows = NULL;
+			return errmsg(NULL, "out of memory"), -1;
+		}
+		*rows = grown;
+		(*rows)[n++] = row;
+		prev = &(*rows)[n - 1].id;
+	}
+	qsort(*rows, n, sizeof(**rows), by_id);
+	return n;
+}
+
 __u64 cache_lost(const __u64 totals[NR_CACHE_COUNTERS])
 {
 	__u64 lost = 0;

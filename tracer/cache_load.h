@@ -30,6 +30,15 @@ int cache_budget(bool verbose);
 
 /* The per-CPU totals, summed. */
 int cache_read_totals(struct cache_bpf *skel, __u64 totals[NR_CACHE_COUNTERS]);
+/* One cgroup2 cgroup's counts since the start (options.per_cgroup). */
+struct cgroup_counts {
+	__u64 id;
+	struct cache_counts counts;
+};
+/* Every cgroup's counts, in order of id, into *@rows (malloc'd): their
+ * number, or -1 said on stderr. */
+int cache_read_cgroups(struct cache_bpf *skel, struct cgroup_counts **rows);
+
 /* Events lost, from the totals; and a line saying which, on stderr. */
 __u64 cache_lost(const __u64 totals[NR_CACHE_COUNTERS]);
 void cache_report_lost(const __u64 totals[NR_CACHE_COUNTERS]);

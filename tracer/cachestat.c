@@ -64,8 +64,8 @@ static const struct argp_option argp_options[] = {
 	{ "cgroup", OPT_CGROUP, "PATH", 0, "Only tasks in the cgroup PATH or below it, also those that "
 	  "join later (PATH: its directory, or its path in the cgroup2 hierarchy)", 0 },
 	{ "openmetrics", OPT_OPENMETRICS, "ADDR:PORT", 0, "Also serve the totals since the start "
-	  "(hits, misses, dirties, hit ratio, lost events) as OpenMetrics text over HTTP on "
-	  "ADDR:PORT (:PORT: 127.0.0.1), until stopped", 0 },
+	  "(hits, misses, dirties, hit ratio, lost events), and the same per cgroup, as "
+	  "OpenMetrics text over HTTP on ADDR:PORT (:PORT: 127.0.0.1), until stopped", 0 },
 	{ "json", 'j', NULL, 0, "One JSON object per interval, one per line", 0 },
 	{ "verbose", 'v', NULL, 0, "Show libbpf's messages", 0 },
 	{ "budget", OPT_BUDGET, NULL, 0, "Count nothing: load cachestat's and cachetop's programs "
@@ -195,6 +195,7 @@ int main(int argc, char **argv)
 	if (opts.openmetrics && (listener = openmetrics_listen(opts.openmetrics)) < 0)
 		return listener == -2 ? 2 : 1;
 	load.verbose = opts.verbose;
+	load.per_cgroup = opts.openmetrics != NULL;	/* its families by cgroup */
 	if (opts.cgroup_path) {
 		load.all = false;
 		load.cgroup = &opts.cgroup;

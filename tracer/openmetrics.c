@@ -5,7 +5,11 @@
  * the totals as OpenMetrics text (OpenMetrics 1.0, "application/openmetrics-
  * text; version=1.0.0"): hits, misses and dirties as counters, the read hit
  * ratio since the start as a gauge, and the events lost, by reason, as a
- * counter of their own. Any path but "/" and "/metrics" is 404.
+ * counter of their own; then the same per cgroup2 cgroup (families
+ * pagetrace_cache_cgroup_*, labelled by cgroup_id, the cgroup's path and
+ * its container's name where they are known), which add up to the totals
+ * (a cgroup map full is a lost-events reason). Any path but "/" and
+ * "/metrics" is 404.
  */
 #define _GNU_SOURCE
 #include <arpa/inet.h>
@@ -23,6 +27,7 @@
 #include "errmsg.h"
 #include "openmetrics.h"
 #include "cache_load.h"
+#include "container.h"
 
 /* ADDR:PORT into @sa; the canonical "ADDR:PORT" in @shown. */
 static int parse_address(const char *text, struct sockaddr_storage *sa, socklen_t *len,
@@ -167,7 +172,59 @@ static void metrics(FILE *out, const __u64 *t, const char *cgroup)
 		snprintf(reason, sizeof(reason), "reason=\"%s\"", lost_reasons[slot]);
 		counter(out, "lost_events_total", cgroup, reason, t[slot]);
 	}
-	fputs("# EOF\n", out);
+}
+
+/* One cgroup's sample: pagetrace_cache_cgroup_NAME{cgroup_id=,cgroup=,container=} VALUE. */
+static void cgroup_sample(FILE *out, const char *name, __u64 id, const char *value)
+{
+	const struct cgroup_name *known = name_cgroup(id, NULL);
+
+	fprintf(out, "pagetrace_cache_cgroup_%s{cgroup_id=\"%llu\"", name, (unsigned long long)id);
+	if (known && known->path[0]) {
+		fputs(",cgroup=\"", out);
+		label_value(out, known->path);
+		putc('"', out);
+	}
+	if (known && known->container[0]) {
+		fputs(",container=\"", out);
+		label_value(out, known->container);
+		putc('"', out);
+	}
+	fprintf(out, "} %s\n", value);
+}
+
+static void cgroup_metrics(FILE *out, const struct cgroup_counts *rows, int n)
+{
+	static const struct { const char *name, *help; } counters[] = {
+		{ "hits", "Accesses to pages that were in the page cache, by cgroup." },
+		{ "misses", "First accesses to pages read from storage, by cgroup." },
+		{ "dirties", "Pages that turned dirty (writes), by cgroup." },
+	};
+	char name[32], value[32];
+
+	for (size_t c = 0; c < sizeof(counters) / sizeof(*counters); c++) {
+		snprintf(name, sizeof(name), "cgroup_%s", counters[c].name);
+		family(out, name, "counter", counters[c].help);
+		snprintf(name, sizeof(name), "%s_total", counters[c].name);
+		for (int i = 0; i < n; i++) {
+			const struct cache_counts *k = &rows[i].counts;
+
+			snprintf(value, sizeof(value), "%llu", (unsigned long long)
+				 (c == 0 ? k->hits : c == 1 ? k->misses : k->dirties));
+			cgroup_sample(out, name, rows[i].id, value);
+		}
+	}
+	family(out, "cgroup_read_hit_ratio", "gauge", "hits / (hits + misses) since cachestat "
+	       "started, by cgroup; NaN before any access.");
+	for (int i = 0; i < n; i++) {
+		const struct cache_counts *k = &rows[i].counts;
+
+		if (k->hits + k->misses)
+			snprintf(value, sizeof(value), "%.6f", read_hit_ratio(k->hits, k->misses));
+		else
+			snprintf(value, sizeof(value), "NaN");
+		cgroup_sample(out, "read_hit_ratio", rows[i].id, value);
+	}
 }
 
 static bool wants_metrics(const char *request)
@@ -180,6 +237,8 @@ static bool wants_metrics(const char *request)
 static void answer(int client, struct cache_bpf *skel, const char *cgroup)
 {
 	__u64 totals[NR_CACHE_COUNTERS];
+	struct cgroup_counts *rows;
+	int nrows;
 	struct timeval timeout = { .tv_sec = 2 };
 	char request[2048], *body = NULL;
 	size_t body_size = 0, used = 0;
@@ -199,8 +258,13 @@ static void answer(int client, struct cache_bpf *skel, const char *cgroup)
 	out = open_memstream(&body, &body_size);
 	if (!out)
 		return;
-	if (wants_metrics(request) && !cache_read_totals(skel, totals))
+	if (wants_metrics(request) && !cache_read_totals(skel, totals) &&
+	    (nrows = cache_read_cgroups(skel, &rows)) >= 0) {
 		metrics(out, totals, cgroup);
+		cgroup_metrics(out, rows, nrows);
+		fputs("# EOF\n", out);
+		free(rows);
+	}
 	fclose(out);
 	dprintf(client, "HTTP/1.0 %s\r\nContent-Type: %s\r\nContent-Length: %zu\r\n"
 		"Connection: close\r\n\r\n", body_size ? "200 OK" : "404 Not Found",
