@@ -21,6 +21,7 @@
 #include <sys/wait.h>
 #include "container.h"
 #include "cgroup.h"
+#include "errmsg.h"
 #include "mountinfo.h"
 
 static const char TEMPLATE[] =
@@ -372,6 +373,30 @@ bool container_cgroup_dir(const struct container *c, char *dir, size_t size)
 	if (c->pid > 0 && cgroup_of_pid(c->pid, dir, size))
 		return true;
 	return for_each_container_cgroup(is_the_id, &want) > 0;
+}
+
+int container_cgroup_target(const char *name, struct cgroup_target *target)
+{
+	struct container c;
+	char why[1200], what[300], dir[PATH_MAX];
+	int known = container_inspect(name, &c, why, sizeof(why));
+
+	int ret = -1;
+
+	snprintf(what, sizeof(what), "container %s", name);
+	if (known < 0)
+		return errmsg(NULL, "out of memory"), -1;
+	if (!known)
+		errmsg(what, "%s", why);
+	else if (!c.pid)
+		errmsg(what, "not running");
+	else if (!container_cgroup_dir(&c, dir, sizeof(dir)))
+		errmsg(what, "its cgroup is not in /proc/%d/cgroup", (int)c.pid);
+	else
+		ret = cgroup_target_resolve(dir, target);
+	if (known)
+		container_free(&c);
+	return ret;
 }
 
 static int take_one(const char *dir, const char *id, void *arg)

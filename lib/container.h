@@ -37,6 +37,15 @@ int container_inspect(const char *name, struct container *c, char *why, size_t w
 bool container_cgroup_dir(const struct container *c, char *dir, size_t size);
 
 /*
+ * --container NAME of cachestat and cachetop: the cgroup of the running
+ * container NAME, resolved into TARGET as --cgroup's. 0; -1 when no runtime
+ * knows it, it does not run, or its cgroup is not found, said on stderr in
+ * one line ("container NAME: why").
+ */
+struct cgroup_target;
+int container_cgroup_target(const char *name, struct cgroup_target *target);
+
+/*
  * `RUNTIME events` for containers named NAME being created, their ids one a
  * line, on the returned fd (non-blocking); *PID is the child to stop with
  * container_events_close(). -1 when it cannot start. The id arrives as the

@@ -33,7 +33,7 @@ import cachefuzz_check
 import loopimg
 from conftest import REPO, require_root, wait_ready
 from pagecache_util import PAGE, cached_since_eviction, evict
-from test_cgroup import CACHETOP, _own_cgroup, attached, interval_ends, stopped
+from test_cgroup import CACHESTAT, CACHETOP, _own_cgroup, attached, interval_ends, stopped
 from test_trace import TRACE
 from trace_oracle import Trace
 
@@ -43,16 +43,29 @@ PAGETRACE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file_
                          "scripts", "pagetrace")
 READER_C = r"""
 #include <fcntl.h>
+#include <signal.h>
 #include <stdlib.h>
 #include <unistd.h>
-/* reader FILE BYTES: read the first BYTES of FILE, 64 KiB at a time. */
+static volatile sig_atomic_t go;
+static void on_usr1(int sig) { go = sig; }
+extern char __executable_start, end;
+/* reader FILE BYTES [wait]: read the first BYTES of FILE, 64 KiB at a time;
+ * with "wait", only once a SIGUSR1 came, every page of this (static)
+ * program faulted in before: after the signal, it touches no file page
+ * but FILE's. */
 int main(int argc, char **argv)
 {
 	static char buf[65536];
 	long left = argc > 2 ? atol(argv[2]) : 0;
 	int fd = argc > 1 ? open(argv[1], O_RDONLY) : -1;
+	volatile char sum = 0;
 	ssize_t n;
 
+	signal(SIGUSR1, on_usr1);
+	for (char *p = &__executable_start; argc > 3 && p < &end; p += 4096)
+		sum += *p;
+	while (argc > 3 && !go)
+		pause();
 	while (fd >= 0 && left > 0 && (n = read(fd, buf, left < 65536 ? left : 65536)) > 0)
 		left -= n;
 	return fd < 0;
@@ -337,6 +350,61 @@ def test_cachetop_by_cgroup_names_the_container(image):
     rows = [r for r in sample["cgroups"] if r["container"] == "pt-top"]
     assert len(rows) == 1, sample
     assert cid in rows[0]["cgroup"] and rows[0]["misses"] >= 4 * MiB // PAGE
+
+
+@pytest.mark.parametrize("tool", ["cachestat", "cachetop"])
+def test_cache_tools_count_one_running_container(image, tool):
+    """cachestat and cachetop --container NAME: a running container, paused
+    in /reader until a SIGUSR1, then reading its 4 MiB file whole, cold;
+    meanwhile the host reads another cold file. The tool's counts are the
+    container's alone: as many misses as the kernel brought the file's
+    pages in (mincore), no hits (each page read once); the host's reads
+    are not there."""
+    env, layer = image
+    data = os.path.join(layer, "data", "f")
+    outside = os.path.join(os.path.dirname(layer), "outside.bin")
+    with open(outside, "wb") as f:
+        f.write(os.urandom(MiB))
+    docker(env, "run", "-d", "--name", "pt-one", "pagetrace-test:1", "/reader", "/data/f",
+           str(4 * MiB), "wait")
+    argv = {"cachestat": [CACHESTAT, "-j", "--container", "pt-one", "60", "1"],
+            "cachetop": [CACHETOP, "-j", "--by", "cgroup", "--container", "pt-one", "60", "1"]}
+    try:
+        evict(data, outside)
+        counter = subprocess.Popen(argv[tool], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   text=True, env=env)
+        try:
+            attached(counter)
+            docker(env, "kill", "--signal", "USR1", "pt-one")
+            subprocess.run(["cat", outside], stdout=subprocess.DEVNULL, check=True)
+            assert docker(env, "wait", "pt-one").stdout.strip() == "0"
+            sample = interval_ends(counter)
+        finally:
+            stopped(counter)
+    finally:
+        docker(env, "rm", "-f", "pt-one", check=False)
+        os.unlink(outside)
+    misses = len(cached_since_eviction(data))
+    assert misses == 4 * MiB // PAGE
+    if tool == "cachetop":
+        (sample,) = sample["cgroups"]
+        assert sample["container"] == "pt-one"
+    assert (sample["hits"], sample["misses"], sample["dirties"]) == (0, misses, 0)
+
+
+def test_cache_tools_container_not_running(image):
+    """A container that exists but does not run: one line, exit 1."""
+    env, _ = image
+    docker(env, "create", "--name", "pt-idle", "pagetrace-test:1", "/reader")
+    try:
+        for tool in (CACHESTAT, CACHETOP):
+            proc = subprocess.run([tool, "--container", "pt-idle", "1", "1"], capture_output=True,
+                                  text=True, env=env, timeout=60)
+            name = os.path.basename(tool)
+            assert (proc.returncode, proc.stdout, proc.stderr) == \
+                (1, "", f"{name}: container pt-idle: not running\n")
+    finally:
+        docker(env, "rm", "-f", "pt-idle", check=False)
 
 
 # Two batches of tests/cachefuzz.py's random scripts, one per container.

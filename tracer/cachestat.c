@@ -20,6 +20,7 @@
 #include "attach_choice.h"
 #include "cache_load.h"
 #include "openmetrics.h"
+#include "container.h"
 
 #define TOOL "cachestat"
 
@@ -28,6 +29,7 @@ static struct options {
 	bool json;
 	bool verbose;
 	const char *cgroup_path;	/* --cgroup */
+	const char *container;		/* --container */
 	struct cgroup_target cgroup;
 	bool budget;
 	const char *openmetrics;	/* --openmetrics ADDR:PORT */
@@ -38,7 +40,7 @@ error_t argp_err_exit_status = 2;
 
 static const char doc[] =
 "Page-cache hits, misses and dirties of the whole system (or of one cgroup\n"
-"and those below it, with --cgroup), every INTERVAL\n"
+"and those below it, with --cgroup or --container), every INTERVAL\n"
 "seconds (default 1), COUNT times (default: until Ctrl-C). A hit is an access\n"
 "to a page that was in the cache; a miss is the first access to a page read\n"
 "from storage while cachestat runs; an access is a page a read, pread,\n"
@@ -53,16 +55,19 @@ static const char doc[] =
 "  sudo pagetrace-cachestat 5 12         # every 5 s, for a minute\n"
 "  sudo pagetrace-cachestat -j 1 10 > cache.jsonl   # one JSON object a line\n"
 "  sudo pagetrace-cachestat --cgroup /sys/fs/cgroup/system.slice/nginx.service 5\n"
+"  sudo pagetrace-cachestat --container web 5   # a running docker or podman container\n"
 "  sudo pagetrace-cachestat --openmetrics :9411 60   # Prometheus scrapes 127.0.0.1:9411\n"
 "  sudo pagetrace-cachestat --budget    # verified instructions and stack\n"
 "\n"
 "OPTIONS:";
 
-enum { OPT_CGROUP = 0x100, OPT_OPENMETRICS, OPT_BUDGET };
+enum { OPT_CGROUP = 0x100, OPT_CONTAINER, OPT_OPENMETRICS, OPT_BUDGET };
 
 static const struct argp_option argp_options[] = {
 	{ "cgroup", OPT_CGROUP, "PATH", 0, "Only tasks in the cgroup PATH or below it, also those that "
 	  "join later (PATH: its directory, or its path in the cgroup2 hierarchy)", 0 },
+	{ "container", OPT_CONTAINER, "NAME", 0, "Only the running container NAME (or ID), as "
+	  "docker or podman knows it: its cgroup, as with --cgroup", 0 },
 	{ "openmetrics", OPT_OPENMETRICS, "ADDR:PORT", 0, "Also serve the totals since the start "
 	  "(hits, misses, dirties, hit ratio, lost events), and the same per cgroup, as "
 	  "OpenMetrics text over HTTP on ADDR:PORT (:PORT: 127.0.0.1), until stopped", 0 },
@@ -80,6 +85,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case 'j': opts.json = true; break;
 	case 'v': opts.verbose = true; break;
 	case OPT_CGROUP: opts.cgroup_path = arg; break;
+	case OPT_CONTAINER: opts.container = arg; break;
 	case OPT_BUDGET: opts.budget = true; break;
 	case OPT_OPENMETRICS: opts.openmetrics = arg; break;
 	case ARGP_KEY_ARG:
@@ -183,10 +189,17 @@ int main(int argc, char **argv)
 	errmsg_init(TOOL);
 	if (argp_parse(&argp, argc, argv, 0, NULL, NULL))
 		return 2;
+	if (opts.cgroup_path && opts.container)
+		return errmsg(NULL, "--cgroup and --container are exclusive"), 2;
 	if (opts.cgroup_path && cgroup_target_resolve(opts.cgroup_path, &opts.cgroup))
 		return 2;
 	if (geteuid() != 0)
 		return errmsg(NULL, "needs root (it loads BPF programs): run it with sudo"), 1;
+	if (opts.container) {
+		if (container_cgroup_target(opts.container, &opts.cgroup))
+			return 1;
+		opts.cgroup_path = opts.cgroup.path;
+	}
 	if (opts.budget && opts.every.given)
 		return errmsg("--budget", "counts nothing: give it no INTERVAL or COUNT"), 2;
 	if (opts.budget)

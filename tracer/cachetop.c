@@ -42,6 +42,7 @@ static struct options {
 	enum by { BY_PROCESS, BY_FILE, BY_CGROUP } by;	/* --by, --files */
 	bool drop_caches;	/* --drop-caches (-c) */
 	const char *cgroup_path;	/* --cgroup */
+	const char *container;		/* --container */
 	struct cgroup_target cgroup;
 	bool json;
 	bool verbose;
@@ -71,6 +72,7 @@ static const char doc[] =
 "  sudo pagetrace-cachetop --by cgroup        # top cgroups (containers by name)\n"
 "  sudo pagetrace-cachetop -p 1234 1 10       # one process, 10 s\n"
 "  sudo pagetrace-cachetop --cgroup /system.slice/nginx.service  # one service\n"
+"  sudo pagetrace-cachetop --container web --files  # one container's files\n"
 "  sudo pagetrace-cachetop -j -c 'make -j2'   # one JSON object when make ends\n"
 "  sudo pagetrace-cachetop --drop-caches -j -c ./app   # a cold start's hits\n"
 "\n"
@@ -79,13 +81,15 @@ static const char doc[] =
 "\n"
 "OPTIONS:";
 
-enum { OPT_FILES = 0x100, OPT_DROP_CACHES, OPT_CGROUP, OPT_BY };
+enum { OPT_FILES = 0x100, OPT_DROP_CACHES, OPT_CGROUP, OPT_CONTAINER, OPT_BY };
 
 static const struct argp_option argp_options[] = {
 	{ "pid", 'p', "PID", 0, "Only this process (all its threads) and its children", 0 },
 	{ "command", 'c', "CMD", 0, "Run CMD with /bin/sh -c; report it and its descendants when it exits", 0 },
 	{ "cgroup", OPT_CGROUP, "PATH", 0, "Only tasks in the cgroup PATH or below it, also those "
 	  "that join later (PATH: its directory, or its path in the cgroup2 hierarchy)", 0 },
+	{ "container", OPT_CONTAINER, "NAME", 0, "Only the running container NAME (or ID), as "
+	  "docker or podman knows it: its cgroup, as with --cgroup", 0 },
 	{ "files", OPT_FILES, NULL, 0, "Rows per file instead of per process (--by file)", 0 },
 	{ "by", OPT_BY, "WHAT", 0, "Rows per process (default), file or cgroup: one row per "
 	  "cgroup2 cgroup, named by its container's name where docker or podman knows it, "
@@ -122,6 +126,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		break;
 	case OPT_DROP_CACHES: opts.drop_caches = true; break;
 	case OPT_CGROUP: opts.cgroup_path = arg; break;
+	case OPT_CONTAINER: opts.container = arg; break;
 	case 'j': opts.json = true; break;
 	case 'v': opts.verbose = true; break;
 	case ARGP_KEY_ARG:
@@ -135,8 +140,9 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 
 static int check_options(void)
 {
-	if ((opts.pid != 0) + (opts.command != NULL) + (opts.cgroup_path != NULL) > 1)
-		return errmsg(NULL, "-p, -c and --cgroup are exclusive"), -1;
+	if ((opts.pid != 0) + (opts.command != NULL) + (opts.cgroup_path != NULL) +
+	    (opts.container != NULL) > 1)
+		return errmsg(NULL, "-p, -c, --cgroup and --container are exclusive"), -1;
 	if (opts.drop_caches && !opts.command)
 		return errmsg(NULL, "--drop-caches needs -c: it empties the cache before CMD"), -1;
 	if (opts.command && opts.every.given)
@@ -539,6 +545,11 @@ int main(int argc, char **argv)
 		return 2;
 	if (geteuid() != 0)
 		return errmsg(NULL, "needs root (it loads BPF programs): run it with sudo"), 1;
+	if (opts.container) {
+		if (container_cgroup_target(opts.container, &opts.cgroup))
+			return 1;
+		opts.cgroup_path = opts.cgroup.path;
+	}
 	if (opts.pid && kill(opts.pid, 0) && errno == ESRCH)
 		return errmsg("-p", "%d: no such process", opts.pid), 1;
 	if (opts.command && check_command(opts.command))
