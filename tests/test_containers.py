@@ -61,9 +61,9 @@ int main(int argc, char **argv)
 	volatile char sum = 0;
 	ssize_t n;
 
-	signal(SIGUSR1, on_usr1);
 	for (char *p = &__executable_start; argc > 3 && p < &end; p += 4096)
 		sum += *p;
+	signal(SIGUSR1, on_usr1);	/* SigCgt says: ready for the signal */
 	while (argc > 3 && !go)
 		pause();
 	while (fd >= 0 && left > 0 && (n = read(fd, buf, left < 65536 ? left : 65536)) > 0)
@@ -352,6 +352,13 @@ def test_cachetop_by_cgroup_names_the_container(image):
     assert cid in rows[0]["cgroup"] and rows[0]["misses"] >= 4 * MiB // PAGE
 
 
+def _catches_usr1(pid):
+    """Does process @pid catch SIGUSR1 (SigCgt of /proc/PID/status)?"""
+    with open(f"/proc/{pid}/status") as f:
+        caught = next(line for line in f if line.startswith("SigCgt:")).split()[1]
+    return bool(int(caught, 16) & (1 << (signal.SIGUSR1 - 1)))
+
+
 @pytest.mark.parametrize("tool", ["cachestat", "cachetop"])
 def test_cache_tools_count_one_running_container(image, tool):
     """cachestat and cachetop --container NAME: a running container, paused
@@ -367,6 +374,11 @@ def test_cache_tools_count_one_running_container(image, tool):
         f.write(os.urandom(MiB))
     docker(env, "run", "-d", "--name", "pt-one", "pagetrace-test:1", "/reader", "/data/f",
            str(4 * MiB), "wait")
+    pid = docker(env, "inspect", "-f", "{{.State.Pid}}", "pt-one").stdout.strip()
+    deadline = time.monotonic() + 60
+    while not _catches_usr1(pid):   # its own pages faulted in, its handler set
+        assert time.monotonic() < deadline, "/reader never got ready for SIGUSR1"
+        time.sleep(0.05)
     argv = {"cachestat": [CACHESTAT, "-j", "--container", "pt-one", "60", "1"],
             "cachetop": [CACHETOP, "-j", "--by", "cgroup", "--container", "pt-one", "60", "1"]}
     try:
@@ -389,7 +401,7 @@ def test_cache_tools_count_one_running_container(image, tool):
     if tool == "cachetop":
         (sample,) = sample["cgroups"]
         assert sample["container"] == "pt-one"
-    assert (sample["hits"], sample["misses"], sample["dirties"]) == (0, misses, 0)
+    assert (sample["hits"], sample["misses"], sample["dirties"]) == (0, misses, 0), sample
 
 
 def test_cache_tools_container_not_running(image):
