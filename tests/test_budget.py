@@ -53,6 +53,19 @@ KNOWN_OVER = {
 # 6.12's unrolled bio_queue, which it never picks (it has bpf_loop), does not
 # load at all: 1,000,001 is the verifier's refusal; arm64's 6.12 measured
 # the same figures as x86-64's for trace).
+# The filemap fallbacks as kprobes (tracer/filemap_kprobes.bpf.h), measured
+# on 2026-11-28 on x86-64 6.1 with PAGETRACE_ATTACH=kprobe (the matrix's
+# check budget_kprobe) and on arm64 6.1: the return's walk is fexit's, and
+# so is its stack (480, 504 and 512 bytes for fexit_map_pages there too).
+KRETPROBE_MAP_PAGES_OVER = {
+    ("trace", "kretprobe_map_pages", flavour, "-x,--used"): (MAX_INSNS, 480)
+    for flavour in ("tp_btf", "raw_tp")
+} | {
+    (tool, "kretprobe_map_pages", flavour, config): (MAX_INSNS, 512)
+    for tool, config in (("cachestat", "cachestat"), ("cachetop", "-c"))
+    for flavour in ("tp_btf", "raw_tp")
+}
+
 KNOWN_OVER_ON = {
     "host": KNOWN_OVER,
     "5.10": {
@@ -77,6 +90,7 @@ KNOWN_OVER_ON = {
         ("trace", "btf_bio_queue", "tp_btf", "default"): (MAX_INSNS, 544),
         ("trace", "fexit_map_pages", "raw_tp", "-x,--used"): (MAX_INSNS, 480),
         ("trace", "fexit_map_pages", "tp_btf", "-x,--used"): (MAX_INSNS, 480),
+        **KRETPROBE_MAP_PAGES_OVER,
     },
     "6.12": {
         ("cachestat", "btf_bio_queue", "tp_btf", "cachestat"): (MAX_INSNS, 480),
@@ -102,6 +116,17 @@ KNOWN_OVER_ON = {
 }
 # arm64 6.12 measured the same overruns as x86-64 6.12 (make test-arm64).
 KNOWN_OVER_ON["arm64-6.12"] = KNOWN_OVER_ON["6.12"]
+# arm64 6.1 (2026-11-28): the fault start is a kprobe on handle_mm_fault()
+# (tracer/arch_faults.bpf.h) where x86 has its tracepoints, with their stack;
+# the rest as x86-64 6.1's.
+KNOWN_OVER_ON["arm64-6.1"] = {
+    **{key: figures for key, figures in KNOWN_OVER_ON["6.1"].items()
+       if "fault_" not in key[1] and "fexit" not in key[1]},
+    ("cachestat", "kprobe_fault_kernel", "raw_tp", "cachestat"): (MAX_INSNS, 876),
+    ("cachestat", "kprobe_fault_kernel", "tp_btf", "cachestat"): (MAX_INSNS, 876),
+    ("cachestat", "kprobe_fault_user", "raw_tp", "cachestat"): (MAX_INSNS, 876),
+    ("cachestat", "kprobe_fault_user", "tp_btf", "cachestat"): (MAX_INSNS, 876),
+}
 
 
 def parse(stdout):

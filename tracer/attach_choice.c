@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 #include <bpf/btf.h>
 #include "attach_choice.h"
@@ -48,7 +50,7 @@ void attach_choice_find(struct attach_choice *c, const struct btf *vmlinux, bool
 	const struct btf_type *proto = tracepoint_proto(vmlinux, c->tracepoint);
 
 	c->how = NULL;
-	c->chosen = NULL;
+	c->chosen = c->chosen_return = NULL;
 	if (proto) {
 		bool older = c->older_params && btf_vlen(proto) == c->older_params;
 
@@ -67,14 +69,89 @@ void attach_choice_find(struct attach_choice *c, const struct btf *vmlinux, bool
 	}
 }
 
+/*
+ * Can fentry attach to kernel function @function? A program that only
+ * returns, loaded and attached, then closed: BPF trampolines need ftrace
+ * direct calls, which some architectures lack (arm64 before v6.4: ENOTSUPP
+ * at attach, attach_failure_say()).
+ */
+static bool fentry_attaches(const struct btf *vmlinux, const char *function)
+{
+	const struct bpf_insn insns[] = {
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
+		{ .code = BPF_JMP | BPF_EXIT },
+	};
+	int id = btf__find_by_name_kind(vmlinux, function, BTF_KIND_FUNC);
+	LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = BPF_TRACE_FENTRY,
+		    .attach_btf_id = id);
+	int prog, link;
+
+	if (id < 0)
+		return false;
+	prog = bpf_prog_load(BPF_PROG_TYPE_TRACING, "fentry_probe", "GPL", insns, 2, &opts);
+	if (prog < 0)
+		return false;
+	link = bpf_raw_tracepoint_open(NULL, prog);
+	if (link >= 0)
+		close(link);
+	close(prog);
+	return link >= 0;
+}
+
+/* Has the kernel kprobes, as perf events (the way libbpf attaches them first)? */
+static bool kernel_has_kprobes(void)
+{
+	return access("/sys/bus/event_source/devices/kprobe/type", R_OK) == 0;
+}
+
+/* Does @c attach by its function, with a kprobe flavour to be had? */
+static bool uses_function(const struct attach_choice *c)
+{
+	return c->chosen && c->chosen == c->function_prog && c->kprobe_prog;
+}
+
+/* Should the function fallbacks among @c's @n rows be kprobes? */
+static bool functions_by_kprobe(const struct attach_choice *c, int n, const struct btf *vmlinux)
+{
+	const char *knob = getenv("PAGETRACE_ATTACH");
+
+	if (knob && strcmp(knob, "kprobe") == 0)
+		return true;
+	if (!kernel_has_kprobes())
+		return false;	/* fentry, or the refusal of attach_failure_say() */
+	for (int i = 0; i < n; i++)
+		if (uses_function(&c[i]) && !fentry_attaches(vmlinux, c[i].function))
+			return true;
+	return false;
+}
+
+void attach_choice_functions(struct attach_choice *c, int n, const struct btf *vmlinux)
+{
+	bool any = false;
+
+	for (int i = 0; i < n; i++)
+		any = any || uses_function(&c[i]);
+	if (!any || !functions_by_kprobe(c, n, vmlinux))
+		return;
+	for (int i = 0; i < n; i++) {
+		if (!uses_function(&c[i]))
+			continue;
+		c[i].chosen = c[i].kprobe_prog;
+		c[i].chosen_return = c[i].kretprobe_prog;
+		c[i].how = c[i].kretprobe_prog ? "kprobe+kretprobe" : "kprobe";
+	}
+}
+
 void attach_choice_set_autoload(const struct attach_choice *c, bool load)
 {
 	struct bpf_program *progs[] = { c->btf_prog, c->raw_prog, c->older_btf_prog,
-					c->older_raw_prog, c->function_prog };
+					c->older_raw_prog, c->function_prog, c->kprobe_prog,
+					c->kretprobe_prog };
 
 	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++)
 		if (progs[i])
-			bpf_program__set_autoload(progs[i], load && progs[i] == c->chosen);
+			bpf_program__set_autoload(progs[i], load && (progs[i] == c->chosen ||
+								     progs[i] == c->chosen_return));
 }
 
 void attach_choice_print(FILE *f, const char *tool, const struct attach_choice *c, int n,

@@ -32,9 +32,14 @@ struct attach_choice {
 	/* fentry/fexit on @function where the kernel lacks the tracepoint; or NULL. */
 	const char *function;
 	struct bpf_program *function_prog;
+	/*
+	 * The same as a kprobe (and a kretprobe where it is fexit), where
+	 * fentry cannot attach (attach_choice_functions); or NULL.
+	 */
+	struct bpf_program *kprobe_prog, *kretprobe_prog;
 	/* Out (attach_choice_find): how it attaches here, NULL if it cannot. */
 	const char *how;
-	struct bpf_program *chosen;
+	struct bpf_program *chosen, *chosen_return;
 };
 
 /*
@@ -51,15 +56,20 @@ struct attach_choice {
 #define ATTACH_OR_FUNCTION(p, tp, grp, name, fn, fn_prog) \
 	{ .tracepoint = tp, .group = grp, .btf_prog = (p)->btf_##name, .raw_prog = (p)->raw_##name, \
 	  .function = fn, .function_prog = (p)->fn_prog }
+/* A filemap fallback (filemap_kprobes.bpf.h): kprobe_NAME, and the kretprobe @krp or NULL. */
+#define ATTACH_FILEMAP(p, tp, name, fn, fn_prog, krp) \
+	{ .tracepoint = tp, .group = "filemap", .btf_prog = (p)->btf_##name, \
+	  .raw_prog = (p)->raw_##name, .function = fn, .function_prog = (p)->fn_prog, \
+	  .kprobe_prog = (p)->kprobe_##name, .kretprobe_prog = krp }
 /* The rows trace and the cache tools share, in this order (programs.bpf.h). */
 #define ATTACH_BIO_AND_TASKS(p) \
 	ATTACH_BIO_QUEUE(p), \
 	ATTACH_TRACEPOINT(p, "sched_process_fork", "sched", fork), \
 	ATTACH_TRACEPOINT(p, "sched_process_exit", "sched", exit)
 #define ATTACH_READS_AND_FAULTS(p) \
-	ATTACH_OR_FUNCTION(p, "mm_filemap_fault", "filemap", fault, "filemap_fault", fentry_fault), \
-	ATTACH_OR_FUNCTION(p, "mm_filemap_get_pages", "filemap", get_pages, "filemap_get_pages", \
-			   fexit_get_pages)
+	ATTACH_FILEMAP(p, "mm_filemap_fault", fault, "filemap_fault", fentry_fault, NULL), \
+	ATTACH_FILEMAP(p, "mm_filemap_get_pages", get_pages, "filemap_get_pages", fexit_get_pages, \
+		       (p)->kretprobe_get_pages)
 /*
  * The fault tracepoints are x86's; on arm64, a kprobe on handle_mm_fault()
  * where the tracepoint is missing (arch_faults.bpf.h).
@@ -71,8 +81,8 @@ struct attach_choice {
 #define ATTACH_FAULT(p, tp, name) ATTACH_TRACEPOINT(p, tp, "exceptions", name)
 #endif
 #define ATTACH_PAGE_ACCESS(p) \
-	ATTACH_OR_FUNCTION(p, "mm_filemap_map_pages", "filemap", map_pages, "filemap_map_pages", \
-			   fexit_map_pages), \
+	ATTACH_FILEMAP(p, "mm_filemap_map_pages", map_pages, "filemap_map_pages", fexit_map_pages, \
+		       (p)->kretprobe_map_pages), \
 	ATTACH_FAULT(p, "page_fault_user", fault_user), \
 	ATTACH_FAULT(p, "page_fault_kernel", fault_kernel), \
 	ATTACH_TRACEPOINT(p, "sys_enter", "raw_syscalls", read_syscall), \
@@ -80,6 +90,13 @@ struct attach_choice {
 
 /* Find how @c attaches on the kernel described by @vmlinux (sets how, chosen). */
 void attach_choice_find(struct attach_choice *c, const struct btf *vmlinux, bool use_btf);
+/*
+ * The function fallbacks chosen among @c's @n rows, all as kprobes or none
+ * (never half of each): kprobes where fentry cannot attach to one of their
+ * functions and the kernel has kprobes, or where PAGETRACE_ATTACH=kprobe
+ * (a test knob: the kprobes on a kernel that has fentry too).
+ */
+void attach_choice_functions(struct attach_choice *c, int n, const struct btf *vmlinux);
 /* Load @c's chosen program if @load, and none of its others. */
 void attach_choice_set_autoload(const struct attach_choice *c, bool load);
 /* With -v: one line naming how each loaded attach point (@loaded NULL: all) attaches. */

@@ -103,6 +103,7 @@ static __always_inline void on_task_lost(void)
 #include "traced_tasks.bpf.h"
 #include "programs.bpf.h"
 #include "arch_faults.bpf.h"
+#include "filemap_kprobes.bpf.h"
 
 static __always_inline struct process_counts *current_process(void)
 {
@@ -276,6 +277,7 @@ static __always_inline int handle_exit(struct task_struct *task)
 	__u32 tid = BPF_CORE_READ(task, pid);
 
 	forget_task(tid);
+	filemap_calls_exit(tid);
 	page_access_exit(tid);
 	return 0;
 }
@@ -310,6 +312,7 @@ TRACEPOINT_PROGRAMS(dirty, "writeback_dirty_folio", handle_dirty(folio, mapping)
 
 PAGE_ACCESS_PROGRAMS()
 FILEMAP_FUNCTION_PROGRAMS()
+FILEMAP_KPROBE_PROGRAMS()
 ARCH_FAULT_PROGRAMS()
 
 char LICENSE[] SEC("license") = "GPL";

@@ -49,8 +49,10 @@ static int select_programs(struct cache_bpf *skel, struct attach_choice *choices
 		return -1;
 	}
 	describe_programs(skel, choices);
-	for (int i = 0; i < NR_PROGRAMS; i++) {
+	for (int i = 0; i < NR_PROGRAMS; i++)
 		attach_choice_find(&choices[i], vmlinux, use_btf);
+	attach_choice_functions(choices, NR_PROGRAMS, vmlinux);
+	for (int i = 0; i < NR_PROGRAMS; i++) {
 		if (!choices[i].how) {
 			errmsg(NULL, "kernel lacks tracepoint %s:%s%s, which it needs",
 			       choices[i].group, choices[i].tracepoint,

@@ -118,44 +118,65 @@ static __always_inline __s64 last_file_page(struct address_space *mapping)
 	return size > 0 ? (__s64)((__u64)(size - 1) >> page_shift) : -1;
 }
 
+/* The tool's handlers of the filemap tracepoints (trace.bpf.c, cache.bpf.c). */
+static __always_inline int handle_get_pages(struct address_space *mapping, __u64 index, __u64 last);
+static __always_inline int handle_fault(struct address_space *mapping, __u64 index);
+
+/* filemap_get_pages(iocb, count_or_iter, ...) has returned @ret. */
+static __always_inline int filemap_get_pages_done(struct kiocb *iocb, __u64 count_or_iter, int ret)
+{
+	__u64 pos, count;
+
+	if (ret)
+		return 0;
+	pos = BPF_CORE_READ(iocb, ki_pos);
+	count = get_pages_takes_count ? count_or_iter :
+		BPF_CORE_READ((struct iov_iter *)count_or_iter, count);
+	return handle_get_pages(BPF_CORE_READ(iocb, ki_filp, f_mapping), pos >> page_shift,
+				((pos + count + (1ULL << page_shift) - 1) >> page_shift) - 1);
+}
+
+/* filemap_fault(vmf) starts. */
+static __always_inline int filemap_fault_starts(struct vm_fault *vmf)
+{
+	struct address_space *mapping = vmf_mapping(vmf);
+	__u64 index = BPF_CORE_READ(vmf, pgoff);
+
+	if (!mapping || (__s64)index > last_file_page(mapping))
+		return 0;
+	return handle_fault(mapping, index);
+}
+
+/* filemap_map_pages(vmf, start, end) has returned. */
+static __always_inline int filemap_map_pages_done(struct vm_fault *vmf, __u64 start, __u64 end)
+{
+	struct address_space *mapping = vmf_mapping(vmf);
+	__s64 last = mapping ? last_file_page(mapping) : -1;
+
+	if (last < 0 || start > (__u64)last)
+		return 0;
+	return handle_map_pages(mapping, start, end > (__u64)last ? (__u64)last : end, vmf);
+}
+
 #define FILEMAP_FUNCTION_PROGRAMS()							\
 SEC("fexit/filemap_get_pages")							\
 int BPF_PROG(fexit_get_pages, struct kiocb *iocb, __u64 count_or_iter)		\
 {										\
-	__u64 ret = 0, pos, count;						\
+	__u64 ret = 0;								\
 										\
 	bpf_get_func_ret(ctx, &ret);						\
-	if ((int)ret)								\
-		return 0;							\
-	pos = BPF_CORE_READ(iocb, ki_pos);					\
-	count = get_pages_takes_count ? count_or_iter :				\
-		BPF_CORE_READ((struct iov_iter *)count_or_iter, count);		\
-	return handle_get_pages(BPF_CORE_READ(iocb, ki_filp, f_mapping),	\
-				pos >> page_shift,				\
-				((pos + count + (1ULL << page_shift) - 1) >>	\
-				 page_shift) - 1);				\
+	return filemap_get_pages_done(iocb, count_or_iter, (int)ret);		\
 }										\
 SEC("fentry/filemap_fault")							\
 int BPF_PROG(fentry_fault, struct vm_fault *vmf)				\
 {										\
-	struct address_space *mapping = vmf_mapping(vmf);			\
-	__u64 index = BPF_CORE_READ(vmf, pgoff);				\
-										\
-	if (!mapping || (__s64)index > last_file_page(mapping))			\
-		return 0;							\
-	return handle_fault(mapping, index);					\
+	return filemap_fault_starts(vmf);					\
 }										\
 SEC("fexit/filemap_map_pages")							\
 int BPF_PROG(fexit_map_pages, struct vm_fault *vmf, unsigned long start,	\
 	     unsigned long end)							\
 {										\
-	struct address_space *mapping = vmf_mapping(vmf);			\
-	__s64 last = mapping ? last_file_page(mapping) : -1;			\
-										\
-	if (last < 0 || start > (__u64)last)					\
-		return 0;							\
-	return handle_map_pages(mapping, start,					\
-				end > (__u64)last ? (__u64)last : end, vmf);	\
+	return filemap_map_pages_done(vmf, start, end);				\
 }
 
 #endif /* PAGETRACE_PROGRAMS_BPF_H */

@@ -164,6 +164,7 @@ __noinline int throttled_for_traced(__u64 blkcg)
 #include "traced_tasks.bpf.h"
 #include "programs.bpf.h"
 #include "arch_faults.bpf.h"
+#include "filemap_kprobes.bpf.h"
 
 static __always_inline void on_path_lost(void)
 {
@@ -358,6 +359,7 @@ static __always_inline int handle_exit(struct task_struct *task)
 	__u32 tid = BPF_CORE_READ(task, pid);
 
 	forget_task(tid);
+	filemap_calls_exit(tid);
 	if (want_used)
 		page_access_exit(tid);
 	return 0;
@@ -477,6 +479,7 @@ TRACEPOINT_PROGRAMS(get_pages, "mm_filemap_get_pages", handle_get_pages(mapping,
 
 PAGE_ACCESS_PROGRAMS()
 FILEMAP_FUNCTION_PROGRAMS()
+FILEMAP_KPROBE_PROGRAMS()
 ARCH_FAULT_PROGRAMS()
 
 char LICENSE[] SEC("license") = "GPL";

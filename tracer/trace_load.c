@@ -114,6 +114,7 @@ static int select_programs(struct trace_bpf *skel, bool use_btf, bool *want_caus
 	describe_tracepoints(skel, tps, roles);
 	for (int i = 0; i < NR_TRACEPOINTS; i++)
 		attach_choice_find(&tps[i], vmlinux, use_btf);
+	attach_choice_functions(tps, NR_TRACEPOINTS, vmlinux);
 	skel->rodata->get_pages_takes_count =
 		!kernel_param_is_pointer(vmlinux, "filemap_get_pages", 1);
 	btf__free(vmlinux);

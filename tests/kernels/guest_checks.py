@@ -82,9 +82,10 @@ def cgroup2_root(work):
 
 
 class Checks:
-    def __init__(self, tools, work, out_dir=None, fuzz_seeds=FUZZ_SEEDS):
+    def __init__(self, tools, work, out_dir=None, fuzz_seeds=FUZZ_SEEDS, env=None):
         self.tools, self.work = tools, work
         self.out_dir, self.fuzz_seeds = out_dir, fuzz_seeds
+        self.env = env     # the tools' environment (None: this one)
 
     def run(self, tool, *args, timeout=180):
         """One run of TOOL (trace, cachetop, cachestat) from the tools
@@ -95,7 +96,7 @@ class Checks:
         start = time.monotonic()
         try:
             proc = subprocess.run(argv, capture_output=True, text=True, errors="surrogateescape",
-                                  timeout=timeout, stdin=subprocess.DEVNULL)
+                                  timeout=timeout, stdin=subprocess.DEVNULL, env=self.env)
             rc, out, err = proc.returncode, proc.stdout, proc.stderr
         except subprocess.TimeoutExpired as e:
             rc, out, err = "timeout", e.stdout or "", f"timed out after {timeout} s"
@@ -345,7 +346,8 @@ class Checks:
         read falls in the interval."""
         f = self.file("stat.bin", 8 * MiB)
         stat = subprocess.Popen([os.path.join(self.tools, "cachestat"), "-j", "10", "1"],
-                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=self.env)
         while stat.poll() is None:
             evict(f)
             subprocess.run(["cat", f], stdout=subprocess.DEVNULL, check=True)
@@ -391,6 +393,14 @@ class Checks:
              *[a for t in ("trace", "cachestat", "cachetop")
                for a in (f"--{t}-binary", os.path.join(self.tools, t))]], 1800)]}
 
+    # --- how the filemap fallbacks attach -----------------------------------
+
+    def attach_ways(self):
+        """What -v says each attach point of trace --used and cachestat
+        attached with (attach_choice_print's line)."""
+        return {"runs": [self.run("trace", "-v", "--used", "-c", "true"),
+                         self.run("cachestat", "-v", "1", "1")]}
+
     def cachefuzz_ext4(self):
         return self.cachefuzz("ext4", self.fuzz_seeds[0])
 
@@ -407,7 +417,21 @@ CACHE_CHECKS = ["cache_cold_warm_cat", "cache_one_cached_one_cold", "cache_write
 FUZZ_CHECKS = ["cachefuzz_ext4", "cachefuzz_xfs"]
 BUDGET_CHECKS = ["budget"]
 SELF_CHECKS = ["self_check"]
+# The filemap fallbacks as kprobes on a kernel that has fentry too: these
+# checks again, with PAGETRACE_ATTACH=kprobe (the tools' test knob).
+KPROBE = "_kprobe"
+KPROBE_CHECKS = [name + KPROBE for name in ["attach_ways", *CACHE_CHECKS, *BUDGET_CHECKS]]
 CHECKS = TRACE_CHECKS + READPAGE_CHECKS + CACHE_CHECKS + BUDGET_CHECKS + SELF_CHECKS + FUZZ_CHECKS
+# Run where named (tests/kernels/test_kernels.py: KPROBE_ROWS).
+ATTACH_CHECKS = ["attach_ways"] + KPROBE_CHECKS
+
+
+def check_of(checks, name):
+    """Check NAME of CHECKS, a KPROBE_CHECKS one with the knob set."""
+    if name.endswith(KPROBE):
+        checks.env = dict(os.environ, PAGETRACE_ATTACH="kprobe")
+        name = name[:-len(KPROBE)]
+    return getattr(checks, name)
 
 
 def kernel_facts():
@@ -429,7 +453,7 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tools", required=True, help="directory of trace, cachetop, cachestat")
     parser.add_argument("--out", required=True)
-    parser.add_argument("--only", nargs="*", default=CHECKS, choices=CHECKS)
+    parser.add_argument("--only", nargs="*", default=CHECKS, choices=CHECKS + ATTACH_CHECKS)
     parser.add_argument("--fuzz-seeds", nargs=2, type=int, default=FUZZ_SEEDS,
                         metavar=("FIRST", "COUNT"), help="cachefuzz_*: COUNT seeds from "
                         "FIRST on ext4, the next COUNT on xfs (default %(default)s)")
@@ -451,7 +475,8 @@ def main():
             save(args.out, dict(results, running=name))
             start = time.monotonic()
             try:
-                results["checks"][name] = getattr(Checks(args.tools, work, out_dir, args.fuzz_seeds), name)()
+                results["checks"][name] = check_of(Checks(args.tools, work, out_dir, args.fuzz_seeds),
+                                                   name)()
             except Exception:
                 results["checks"][name] = {"error": traceback.format_exc()}
             results["checks"][name]["seconds"] = round(time.monotonic() - start, 1)

@@ -94,9 +94,16 @@ _booting = {}    # kernel name -> the future of its guest's run
 _started = datetime.datetime.now(datetime.timezone.utc)
 
 
+# Rows whose kernel lacks the filemap tracepoints: how their fallbacks
+# attach is checked (-v), and where the kernel has fentry (x86-64), the
+# cache tools' checks and the budget again with the fallbacks forced to
+# kprobes (guest_checks.KPROBE_CHECKS), as arm64 6.1 attaches them.
+KPROBE_ROWS = {"6.1": guest_checks.ATTACH_CHECKS, "arm64-6.1": ["attach_ways"]}
+
+
 def checks_of(name):
     """NAME's checks; an arm64 guest's root has no bpftrace: no readpage."""
-    checks = QUICK_CHECKS if name in QUICK else guest_checks.CHECKS
+    checks = QUICK_CHECKS if name in QUICK else guest_checks.CHECKS + KPROBE_ROWS.get(name, [])
     if name in ARM64:
         checks = [c for c in checks if c not in guest_checks.READPAGE_CHECKS]
     return checks
@@ -491,6 +498,43 @@ def judge_budget(c, results):
     return "; ".join(said)
 
 
+# --- how the filemap fallbacks attach (-v) ---------------------------------
+
+FILEMAP_POINTS = ("mm_filemap_fault", "mm_filemap_get_pages", "mm_filemap_map_pages")
+FAMILY = {"fexit": "fentry", "raw_tp": "tp_btf", "kretprobe": "kprobe"}
+
+
+def attach_family(how):
+    """"fexit/filemap_get_pages" -> fentry, "kprobe+kretprobe" -> kprobe,
+    "raw_tp(older form)" -> tp_btf: the way, not the program."""
+    how = how.split("+")[0].split("(")[0].split("/")[0]
+    return FAMILY.get(how, how)
+
+
+def judge_attach_ways(c, results):
+    """trace --used and cachestat -v: each run's attach line; the filemap
+    attach points all one way (a tracepoint, fentry/fexit or kprobes: never
+    half of one and half of another), the same in both tools, and kprobes
+    where PAGETRACE_ATTACH=kprobe forced them (the tracepoint, where the
+    kernel has it, is still chosen first)."""
+    ways = []
+    for run in c["runs"]:
+        refusal(run)
+        assert run["rc"] == 0, f"exit {run['rc']}: {run['stderr'][-1500:]}"
+        line = next((x for x in run["stderr"].splitlines() if ": attached: " in x), None)
+        assert line, f"no attach line: {run['stderr'][-1500:]}"
+        how = dict(w.split("=", 1) for w in line.split(": attached: ", 1)[1].split())
+        filemap = {p: how[p] for p in FILEMAP_POINTS if p in how}
+        kinds = {attach_family(w) for w in filemap.values()}
+        assert len(kinds) == 1, f"half a design: {line}"
+        if c["check"].endswith(guest_checks.KPROBE) and "tp_btf" not in kinds:
+            assert kinds == {"kprobe"}, f"PAGETRACE_ATTACH=kprobe not followed: {line}"
+        ways.append(line.split(": attached: ")[0] + ": " + ", ".join(
+            f"{p.removeprefix('mm_filemap_')}={w}" for p, w in filemap.items()))
+    assert len({w.split(": ", 1)[1] for w in ways}) == 1 or len(ways) == 1, "; ".join(ways)
+    return "; ".join(ways)
+
+
 # --- the tools' self-check (pagetrace doctor) -------------------------------
 
 DOCTOR_LINE = re.compile(r"^(.+?): (\S+(?: \S+)?): (vouched.*|refused: .+)$")
@@ -589,6 +633,9 @@ JUDGED += [("cachestat", "cachestat_cold_read", judge_cachestat_cold_read)]
 JUDGED += [("budget", "budget", judge_budget)]
 JUDGED += [("doctor", "self_check", judge_self_check)]
 JUDGED += [("cachefuzz", name, globals()["judge_" + name]) for name in guest_checks.FUZZ_CHECKS]
+JUDGED += [("trace", "attach_ways", judge_attach_ways)]
+JUDGED += [(tool, name + guest_checks.KPROBE, judge) for tool, name, judge in JUDGED
+           if name + guest_checks.KPROBE in guest_checks.KPROBE_CHECKS]
 CASES = [(k, tool, name, judge) for k in NAMES for tool, name, judge in JUDGED
          if name in checks_of(k)]
 
@@ -643,7 +690,7 @@ def test_kernel_check(kernel, tool, check, judge, request):
     try:
         if "boot_error" in results:
             raise AssertionError(f"kernel {kernel}: {results['boot_error']}")
-        c = dict(check_record(results, tool, check), kernel=kernel)
+        c = dict(check_record(results, tool, check), kernel=kernel, check=check)
         exact_ground_truth(results)
         detail = judge(c, results)
     except Refused as e:
@@ -682,6 +729,29 @@ def test_self_check_judge_refuses_only_what_the_kernel_lacks():
                        (tp_btf.replace("tp_btf:", "raw_tp:") + vouched, 1), ("", 2)):
         with pytest.raises(AssertionError):
             judge(stdout, rc)
+
+
+def test_attach_ways_judge_refuses_half_a_design():
+    """judge_attach_ways on made-up -v lines: the filemap points one way in
+    both tools passes; half kprobes and half fentry, or the knob ignored
+    where the tracepoint is missing, fails."""
+    def line(fault, get_pages, tool="trace"):
+        return {"rc": 0, "stdout": "", "stderr": f"{tool}: attached: sched_process_fork=tp_btf "
+                f"mm_filemap_fault={fault} mm_filemap_get_pages={get_pages}\n"}
+
+    def judge(check, *runs):
+        return judge_attach_ways({"check": check, "runs": list(runs)}, {})
+    kprobes = ("kprobe", "kprobe+kretprobe")
+    fentry = ("fentry/filemap_fault", "fexit/filemap_get_pages")
+    assert "get_pages=kprobe+kretprobe" in judge("attach_ways_kprobe", line(*kprobes),
+                                                 line(*kprobes, tool="cachestat"))
+    assert judge("attach_ways", line(*fentry), line(*fentry, tool="cachestat"))
+    assert judge("attach_ways_kprobe", line("tp_btf", "tp_btf"))
+    for check, runs in (("attach_ways", [line("kprobe", "fexit/filemap_get_pages")]),
+                        ("attach_ways_kprobe", [line(*fentry)]),
+                        ("attach_ways", [line(*fentry), line(*kprobes, tool="cachestat")])):
+        with pytest.raises(AssertionError):
+            judge(check, *runs)
 
 
 def test_kernel_without_btf_is_one_line():
@@ -834,11 +904,14 @@ def budget_table(outcomes, results):
     figures = {}   # (tool, program) -> {(kernel, flavour): (insns, stack)}
     kernels = []
     for name in NAMES:
-        c = results.get(name, {}).get("checks", {}).get("budget", {})
-        if ("budget", "budget") not in outcomes.get(name, {}) or "runs" not in c:
+        checks = results.get(name, {}).get("checks", {})
+        runs = [run for check in ("budget", "budget" + guest_checks.KPROBE)
+                if ("budget", check) in outcomes.get(name, {})
+                for run in checks.get(check, {}).get("runs", [])]
+        if not runs:
             continue
         kernels.append(name)
-        for run in c["runs"]:
+        for run in runs:
             try:
                 rows = test_budget.parse(run["stdout"])
             except AssertionError:
@@ -890,9 +963,15 @@ ARM64_SECTION = [
     "  kprobe on `handle_mm_fault()` called with registers (the arch handler), its retries",
     "  left out (`tracer/arch_faults.bpf.h`); chosen by BTF where the tracepoint is missing.",
     "- fentry/fexit on kernel functions needs ftrace direct calls, which arm64 has from v6.4:",
-    "  6.1 refuses them (ENOTSUPP), and before 6.11 the filemap fallbacks are fentry/fexit,",
-    "  so on arm64 6.1 `trace --used`, `cachetop` and `cachestat` refuse in one line",
-    "  (\"kernel lacks fentry/fexit on kernel functions\"); `trace` works.",
+    "  6.1 refuses them (ENOTSUPP at attach). Before 6.11 the `filemap:` tracepoints are",
+    "  missing, and their fallbacks there are kprobes (`filemap_fault`) and kprobes with",
+    "  kretprobes (`filemap_get_pages`, `filemap_map_pages`, the arguments kept per thread",
+    "  for the return; a missed return is counted lost): `tracer/filemap_kprobes.bpf.h`,",
+    "  chosen at run time where a fentry program that only returns fails to attach and the",
+    "  kernel has kprobes, all three that way or none. `-v` says so (check `attach_ways`).",
+    "  The x86-64 6.1 row checks the same programs with `PAGETRACE_ATTACH=kprobe` (a test",
+    "  knob, trace(8)): the checks named `..._kprobe`. A kernel with neither kprobes nor",
+    "  trampolines still refuses in one line (\"kernel lacks fentry/fexit on kernel functions\").",
     "- System call numbers: the generic table (`read` 63, `pread64` 67, `mmap` 222...),",
     "  compiled in for `__TARGET_ARCH_arm64` (`tracer/page_access.bpf.h`).",
     "- The build's vmlinux.h is arm64 6.12's BTF, cut out of its package",
