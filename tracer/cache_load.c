@@ -245,7 +245,7 @@ int cache_read_cgroups(struct cache_bpf *skel, struct cgroup_counts **rows)
 	*rows = NULL;
 	while (!bpf_map__get_next_key(map, prev, &key, sizeof(key))) {
 		row.id = key;
-		prev = &row.id;
+		prev = &row.id;		/* the cursor: @key until the next call */
 		if (bpf_map__lookup_elem(map, &key, sizeof(key), &row.counts, sizeof(row.counts), 0))
 			continue;	/* gone since the key was read */
 		grown = reallocarray(*rows, n + 1, sizeof(**rows));
@@ -256,7 +256,6 @@ int cache_read_cgroups(struct cache_bpf *skel, struct cgroup_counts **rows)
 		}
 		*rows = grown;
 		(*rows)[n++] = row;
-		prev = &(*rows)[n - 1].id;
 	}
 	qsort(*rows, n, sizeof(**rows), by_id);
 	return n;

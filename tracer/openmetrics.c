@@ -17,6 +17,7 @@
 #include <math.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -195,10 +196,13 @@ static void cgroup_sample(FILE *out, const char *name, __u64 id, const char *val
 
 static void cgroup_metrics(FILE *out, const struct cgroup_counts *rows, int n)
 {
-	static const struct { const char *name, *help; } counters[] = {
-		{ "hits", "Accesses to pages that were in the page cache, by cgroup." },
-		{ "misses", "First accesses to pages read from storage, by cgroup." },
-		{ "dirties", "Pages that turned dirty (writes), by cgroup." },
+	static const struct { const char *name, *help; size_t field; } counters[] = {
+		{ "hits", "Accesses to pages that were in the page cache, by cgroup.",
+		  offsetof(struct cache_counts, hits) },
+		{ "misses", "First accesses to pages read from storage, by cgroup.",
+		  offsetof(struct cache_counts, misses) },
+		{ "dirties", "Pages that turned dirty (writes), by cgroup.",
+		  offsetof(struct cache_counts, dirties) },
 	};
 	char name[32], value[32];
 
@@ -207,10 +211,10 @@ static void cgroup_metrics(FILE *out, const struct cgroup_counts *rows, int n)
 		family(out, name, "counter", counters[c].help);
 		snprintf(name, sizeof(name), "%s_total", counters[c].name);
 		for (int i = 0; i < n; i++) {
-			const struct cache_counts *k = &rows[i].counts;
+			const char *k = (const char *)&rows[i].counts;
 
-			snprintf(value, sizeof(value), "%llu", (unsigned long long)
-				 (c == 0 ? k->hits : c == 1 ? k->misses : k->dirties));
+			snprintf(value, sizeof(value), "%llu",
+				 *(const unsigned long long *)(k + counters[c].field));
 			cgroup_sample(out, name, rows[i].id, value);
 		}
 	}
