@@ -24,23 +24,23 @@ VERDICT = re.compile(r"^(trace|cachestat): budget: (\d+) programs verified; most
                      r"(ok|FAILED)$")
 
 # (tool, program, flavour, config) -> (instructions, stack bytes) it must not
-# exceed: the overruns of 2026-11-27 on 6.18 (clang 19), known and not fixed
-# yet. The stack is the verifier's rule before 6.8 (frames rounded up to 32
+# exceed: the overruns on 6.18, known and not fixed yet (2026-11-28: no
+# program above the instruction ceiling since the xarray descent became a
+# global function, xa_chunk_entry()). The stack is the verifier's rule before 6.8 (frames rounded up to 32
 # bytes, summed along the deepest chain of calls), the one 6.1 applies.
 KNOWN_OVER = {
     ("trace", "btf_bio_queue", "tp_btf", "default"): (MAX_INSNS, 544),
     ("trace", "btf_bio_queue", "tp_btf", "-x,--used"): (MAX_INSNS, 544),
-    ("trace", "btf_map_pages", "tp_btf", "-x,--used"): (425_000, 512),
-    ("trace", "raw_map_pages", "raw_tp", "-x,--used"): (710_000, 512),
-    ("trace", "btf_bio_queue", "tp_btf", "-x,unrolled"): (945_000, 512),
+    ("trace", "btf_map_pages", "tp_btf", "-x,--used"): (MAX_INSNS, 480),
+    ("trace", "raw_map_pages", "raw_tp", "-x,--used"): (MAX_INSNS, 480),
     ("cachestat", "btf_bio_queue", "tp_btf", "cachestat"): (MAX_INSNS, 480),
     ("cachestat", "raw_bio_queue", "raw_tp", "cachestat"): (MAX_INSNS, 480),
     ("cachetop", "btf_bio_queue", "tp_btf", "-c"): (MAX_INSNS, 480),
     ("cachetop", "raw_bio_queue", "raw_tp", "-c"): (MAX_INSNS, 480),
-    ("cachestat", "btf_map_pages", "tp_btf", "cachestat"): (MAX_INSNS, 512),
-    ("cachestat", "raw_map_pages", "raw_tp", "cachestat"): (671_000, 512),
-    ("cachetop", "btf_map_pages", "tp_btf", "-c"): (MAX_INSNS, 544),
-    ("cachetop", "raw_map_pages", "raw_tp", "-c"): (723_000, 544),
+    ("cachestat", "btf_map_pages", "tp_btf", "cachestat"): (MAX_INSNS, 480),
+    ("cachestat", "raw_map_pages", "raw_tp", "cachestat"): (MAX_INSNS, 480),
+    ("cachetop", "btf_map_pages", "tp_btf", "-c"): (MAX_INSNS, 512),
+    ("cachetop", "raw_map_pages", "raw_tp", "-c"): (MAX_INSNS, 512),
     ("cachetop", "btf_read_syscall", "tp_btf", "-c"): (MAX_INSNS, 480),
     ("cachetop", "raw_read_syscall", "raw_tp", "-c"): (MAX_INSNS, 480),
 }

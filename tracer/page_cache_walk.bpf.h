@@ -108,27 +108,31 @@ static __always_inline void leaf_slots(struct xa_node *node, __u64 span, __u64 w
 	bpf_loop(n, scan_leaf_slot, &scan, 0);
 }
 
+/* xa_chunk_entry()'s mark on a folio that covers page 0 only (folios are 64-byte aligned). */
+#define XA_ONLY_PAGE_0	4UL
+
 /*
- * Down @mapping's xarray to chunk @chunk. XA_CHUNK_SIZE is 64, so a leaf
- * node covers exactly one chunk: returns it, or NULL with *entry what covers
- * the chunk from above (a folio of 64 pages or more, or 0), or with
- * *only_page_0 set, the one small folio that a tree without nodes holds, at
- * index 0 (*entry 0 for any other chunk).
+ * Down an xarray, from its head @head, to chunk @chunk. XA_CHUNK_SIZE is 64, so a leaf
+ * node covers exactly one chunk. Returns the entry that covers the chunk:
+ * the leaf node's (an xarray node entry), a folio of 64 pages or more from
+ * above, the one small folio that a tree without nodes holds at index 0
+ * (marked XA_ONLY_PAGE_0), or 0.
+ *
+ * A global function: the verifier checks it once per program, whatever
+ * its callers, instead of its eight levels at each inlined call (most of
+ * the instructions of the map_pages programs; docs/fault-path.md, "Budget").
+ * Its arguments are scalars, as kernels before v5.12 require (a tp_btf
+ * program's typed pointer is not one: the caller reads the head).
  */
-static __always_inline struct xa_node *chunk_leaf(struct address_space *mapping, __u64 chunk,
-						  unsigned long *entry, bool *only_page_0)
+__noinline __u64 xa_chunk_entry(__u64 head, __u64 chunk)
 {
 	__u64 index = chunk << CHUNK_SHIFT;
+	unsigned long entry = head;
 
-	*entry = (unsigned long)BPF_CORE_READ(mapping, i_pages.xa_head);
-	*only_page_0 = !xa_entry_is_node(*entry);
-	if (*only_page_0) {
-		if (chunk)
-			*entry = 0;
-		return NULL;
-	}
+	if (!xa_entry_is_node(entry))
+		return chunk == 0 && xa_entry_is_folio(entry) ? entry | XA_ONLY_PAGE_0 : 0;
 	for (int level = 0; level < 8; level++) {
-		struct xa_node *node = (struct xa_node *)(*entry - 2);
+		struct xa_node *node = (struct xa_node *)(entry - 2);
 		__u32 shift = BPF_CORE_READ(node, shift);
 		__u64 offset;
 
@@ -141,18 +145,32 @@ static __always_inline struct xa_node *chunk_leaf(struct address_space *mapping,
 		 * 1795 gave 1 hit and 1 miss).
 		 */
 		if (shift >= 64 || (level == 0 && (index >> shift) > 63))
-			break;	/* beyond the tree */
+			return 0;	/* beyond the tree */
 		if (shift == 0)
-			return node;
+			return entry;
 		offset = (index >> shift) & 63;
-		bpf_core_read(entry, sizeof(*entry), &node->slots[offset]);
-		if (xa_entry_is_sibling(*entry))
-			bpf_core_read(entry, sizeof(*entry), &node->slots[(*entry >> 2) & 63]);
-		if (!xa_entry_is_node(*entry))
-			return NULL;
+		bpf_core_read(&entry, sizeof(entry), &node->slots[offset]);
+		if (xa_entry_is_sibling(entry))
+			bpf_core_read(&entry, sizeof(entry), &node->slots[(entry >> 2) & 63]);
+		if (!xa_entry_is_node(entry))
+			return xa_entry_is_folio(entry) ? entry : 0;
 	}
-	*entry = 0;
-	return NULL;
+	return 0;
+}
+
+/*
+ * Chunk @chunk's leaf node, or NULL with *entry the folio that covers the
+ * chunk from above (or 0), or with *only_page_0 set, the one small folio of
+ * a tree without nodes (see xa_chunk_entry()).
+ */
+static __always_inline struct xa_node *chunk_leaf(struct address_space *mapping, __u64 chunk,
+						  unsigned long *entry, bool *only_page_0)
+{
+	__u64 e = xa_chunk_entry((__u64)BPF_CORE_READ(mapping, i_pages.xa_head), chunk);
+
+	*only_page_0 = e & XA_ONLY_PAGE_0;
+	*entry = e & ~XA_ONLY_PAGE_0;
+	return xa_entry_is_node(*entry) ? (struct xa_node *)(*entry - 2) : NULL;
 }
 
 /*

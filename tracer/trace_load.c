@@ -285,7 +285,9 @@ out:
  * trace --budget: load (never attach) each configuration whose programs the
  * verifier sees differently, with tp_btf and with raw_tp; one row a program.
  * A configuration this kernel cannot load (--used without bpf_loop) is said
- * and skipped; a refusal fails.
+ * and skipped; so is the unrolled walk where the kernel has bpf_loop: the
+ * loader picks it only without (--no-bpf-loop forces it, for tests only).
+ * A refusal fails.
  */
 int trace_budget(void)
 {
@@ -298,12 +300,20 @@ int trace_budget(void)
 		{ "-x,unrolled", true, false, true },
 	};
 	int refused = 0, err;
+	bool has_bpf_loop = libbpf_probe_bpf_helper(BPF_PROG_TYPE_RAW_TRACEPOINT, BPF_FUNC_loop,
+						    NULL) == 1;
 
 	budget_header(stdout);
 	for (int btf = 1; btf >= 0; btf--) {
 		for (size_t i = 0; i < sizeof(configs) / sizeof(configs[0]); i++) {
 			struct trace_bpf *skel;
 
+			if (configs[i].no_bpf_loop && has_bpf_loop) {
+				printf("# %s %s %s: not measured: this kernel has bpf_loop, and the "
+				       "loader picks the unrolled walk only without it\n", TOOL,
+				       configs[i].name, btf ? "tp_btf" : "raw_tp");
+				continue;
+			}
 			opts.extra = configs[i].extra;
 			opts.used = configs[i].used;
 			opts.no_bpf_loop = configs[i].no_bpf_loop;
