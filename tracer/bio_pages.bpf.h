@@ -17,6 +17,7 @@
 #define PAGETRACE_BIO_PAGES_BPF_H
 
 #include "vmlinux.h"
+#include "scratch.bpf.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include "core_fixes.bpf.h"
@@ -119,6 +120,9 @@ struct bio_walk {
 	__u32 unexplained_cause;	/* trace: the cause when the hint explains nothing */
 };
 
+/* A bio's walk is held per CPU (scratch.bpf.h), not on the program's stack. */
+SCRATCH_ROOM(bio_walk_room, struct bio_walk)
+
 /*
  * Add pages [first, last] of @inode (or, for metadata, of the walk's device)
  * to the walk's run, handing the run to on_read_run() first when they do not
@@ -202,7 +206,7 @@ static __always_inline void add_segment(struct bio_walk *walk, struct page *page
 }
 
 /* One vector, the way bio_for_each_bvec steps: from the bio's iterator. */
-static long walk_one_bvec(__u32 i, struct bio_walk *walk)
+static __always_inline long walk_one_bvec(__u32 i, struct bio_walk *walk)
 {
 	struct bio_vec vec = {};
 	const void *where;
@@ -235,15 +239,30 @@ static long walk_one_bvec(__u32 i, struct bio_walk *walk)
  * BPF_PSEUDO_FUNC) refuse even a dead reference to a callback, so a program
  * for them is built with @may_loop false, which leaves the branch out.
  */
-static __always_inline void walk_bio(struct bio_walk *walk, bool may_loop)
+/* bpf_loop's callback: its context must lie on the stack, the walk's pointer does. */
+static long walk_one_bvec_of(__u32 i, struct bio_walk **walk)
 {
-	if (may_loop && use_bpf_loop) {
-		bpf_loop(MAX_BVECS, walk_one_bvec, walk, 0);
-		return;
-	}
+	return walk_one_bvec(i, *walk);
+}
+
+/*
+ * The bounded loop in a frame of its own: inlined, its spill slots (the
+ * compiler lays out one frame for every path) counted against the stack of
+ * kernels with bpf_loop, which never run it.
+ */
+static __noinline void walk_bio_unrolled(struct bio_walk *walk)
+{
 	for (__u32 i = 0; i < MAX_BVECS; i++)
 		if (walk_one_bvec(i, walk))
 			break;
+}
+
+static __always_inline void walk_bio(struct bio_walk *walk, bool may_loop)
+{
+	if (may_loop && use_bpf_loop)
+		bpf_loop(MAX_BVECS, walk_one_bvec_of, &walk, 0);
+	else
+		walk_bio_unrolled(walk);
 }
 
 /*

@@ -173,6 +173,104 @@ static int chain_of(const struct bpf_insn *insn, int n, bool xlated, const unsig
 	return count;
 }
 
+/*
+ * The kernel's own subprograms of program @fd: where each starts in its
+ * translation (@start, from func_info) and where its JIT put it (@ksyms,
+ * zero without a JIT). Returns how many, -1 where the kernel does not say.
+ */
+static int kernel_subprogs(int fd, int *start, __u64 *ksyms)
+{
+	struct bpf_prog_info info = {};
+	__u32 len = sizeof(info), n, rec, nksyms;
+	char *recs;
+	int count = -1;
+
+	if (fd < 0 || bpf_obj_get_info_by_fd(fd, &info, &len))
+		return -1;
+	n = info.nr_func_info;
+	rec = info.func_info_rec_size;
+	nksyms = info.nr_jited_ksyms;
+	if (!n || n > BUDGET_SUBPROGS || rec < sizeof(struct bpf_func_info) ||
+	    nksyms > BUDGET_SUBPROGS || !(recs = calloc(n, rec)))
+		return -1;
+	memset(&info, 0, sizeof(info));
+	memset(ksyms, 0, BUDGET_SUBPROGS * sizeof(*ksyms));
+	info.nr_func_info = n;
+	info.func_info_rec_size = rec;
+	info.func_info = (__u64)(unsigned long)recs;
+	info.nr_jited_ksyms = nksyms;
+	info.jited_ksyms = (__u64)(unsigned long)ksyms;
+	len = sizeof(info);
+	if (!bpf_obj_get_info_by_fd(fd, &info, &len)) {
+		for (__u32 i = 0; i < n; i++)
+			start[i] = ((struct bpf_func_info *)(recs + i * rec))->insn_off;
+		count = n;
+	}
+	free(recs);
+	return count;
+}
+
+/*
+ * @calls[i] for the kernel's translation @insn of @n instructions, whose
+ * @count subprograms start at @start: a bpf-to-bpf call's target from its
+ * .off (the JIT keeps the subprogram's index in .imm); a callback's address
+ * (an ld_imm64 the JIT filled with where it put the callback) from
+ * @ksyms. Returns 0, or -1 for an address or target that is no subprogram's.
+ */
+static int kernel_calls(const struct bpf_insn *insn, int n, const int *start, int count,
+			const __u64 *ksyms, int *calls)
+{
+	for (int i = 0; i < n; i++) {
+		bool call = insn[i].code == (BPF_JMP | BPF_CALL) && insn[i].src_reg == BPF_PSEUDO_CALL;
+		bool func = insn[i].code == (BPF_LD | BPF_IMM | BPF_DW) &&
+			    insn[i].src_reg == BPF_PSEUDO_FUNC && i + 1 < n;
+		int target = -1;
+
+		calls[i] = -1;
+		if (call)
+			target = i + insn[i].off + 1;
+		if (func) {
+			__u64 addr = (__u32)insn[i].imm | (__u64)(__u32)insn[i + 1].imm << 32;
+
+			for (int k = 0; k < count; k++)
+				if (ksyms[k] && ksyms[k] == addr)
+					target = start[k];
+			if (target < 0)		/* no JIT: the offset, as loaded */
+				target = i + insn[i].imm + 1;
+		}
+		if (!call && !func)
+			continue;
+		for (int k = 0; k < count; k++)
+			if (start[k] == target)
+				calls[i] = target;
+		if (calls[i] < 0)
+			return -1;
+	}
+	return 0;
+}
+
+/*
+ * The deepest chain into *@deepest from the kernel's own view of program
+ * @fd, translated as @insn, when it has the @nframes subprograms of the log.
+ * Returns how many it has, -1 where it does not say.
+ */
+static int kernel_chain(int fd, const struct bpf_insn *insn, int n, const unsigned long *frame,
+			int nframes, unsigned long *deepest)
+{
+	int start[BUDGET_SUBPROGS], *calls, count;
+	__u64 ksyms[BUDGET_SUBPROGS];
+
+	if (!insn || n <= 0 || (count = kernel_subprogs(fd, start, ksyms)) < 0)
+		return -1;
+	calls = calloc(n, sizeof(*calls));
+	if (!calls || kernel_calls(insn, n, start, count, ksyms, calls))
+		count = -1;
+	if (count == nframes)
+		*deepest = deepest_chain(start, count, calls, n, frame, 0, 0);
+	free(calls);
+	return count;
+}
+
 /* The instructions as the kernel kept them (its dead code removed), or NULL. */
 static struct bpf_insn *xlated_insns(int fd, int *n)
 {
@@ -197,9 +295,11 @@ static struct bpf_insn *xlated_insns(int fd, int *n)
 /*
  * The log's "stack depth A+B+..." (one frame a subprogram, in order): the
  * frames as written, and the deepest chain of calls: from the kernel's
- * translation, else from the instructions libbpf loaded (all subprograms,
- * dead or not: a superset of the calls); the sum of every frame where
- * neither has the log's subprograms (marked "(sum)").
+ * translation and its own list of subprograms (func_info, and the JIT's
+ * addresses for callbacks), else from the translation's calls alone, else
+ * from the instructions libbpf loaded (all subprograms, dead or not: a
+ * superset of the calls); the sum of every frame where none has the log's
+ * subprograms (marked "(sum)").
  */
 static unsigned long stack_depth(const struct bpf_program *prog, const char *log, char *frames,
 				 size_t size)
@@ -236,8 +336,9 @@ static unsigned long stack_depth(const struct bpf_program *prog, const char *log
 		return 0;
 	}
 	insn = xlated_insns(bpf_program__fd(prog), &n);
-	count = chain_of(insn, n, true, frame, nframes, &sum);
-	/* 6.1 prints the frames of subprograms its dead code removal emptied. */
+	count = kernel_chain(bpf_program__fd(prog), insn, n, frame, nframes, &sum);
+	if (count != nframes)
+		count = chain_of(insn, n, true, frame, nframes, &sum);
 	if (count != nframes)
 		count = chain_of(bpf_program__insns(prog), bpf_program__insn_cnt(prog), false, frame,
 				 nframes, &sum);

@@ -244,14 +244,19 @@ static __always_inline void on_read_run(struct bio_walk *walk)
 
 static __always_inline int handle_bio_queue(struct bio *bio)
 {
-	struct bio_walk walk = {};
+	struct bio_walk *walk = bio_walk_room_take();
 
-	if (!start_bio_walk(bio, &walk))
-		return 0;
-	walk_bio(&walk, true);
-	on_read_run(&walk);	/* the last run */
-	if (walk.left)
+	if (!walk) {	/* nested on this CPU (scratch.bpf.h): the bio is not walked */
 		add(CACHE_LOST_LONG_BIO, 1);
+		return 0;
+	}
+	if (start_bio_walk(bio, walk)) {
+		walk_bio(walk, true);
+		on_read_run(walk);	/* the last run */
+		if (walk->left)
+			add(CACHE_LOST_LONG_BIO, 1);
+	}
+	bio_walk_room_give(walk);
 	return 0;
 }
 

@@ -225,15 +225,14 @@ static __always_inline bool defer_map(struct thread_access *ta, struct address_s
 	return true;
 }
 
-/* filemap:mm_filemap_map_pages(mapping, start, end): fault-around. */
-static __always_inline void page_access_map(struct address_space *mapping, __u64 start, __u64 end,
-					    struct vm_fault *vmf)
+/* Fault-around of [start, end] of @mapping, walked with @walk (zeroed). */
+static __always_inline void map_range(struct chunk_walk *walk, struct address_space *mapping,
+				      __u64 start, __u64 end, struct vm_fault *vmf)
 {
 	struct thread_access *ta = thread_access(false);
 	struct vma_lookup lookup = {};
-	struct chunk_walk walk = {};
 
-	start_walk(&walk, mapping, OP_MAP, start, end);
+	start_walk(walk, mapping, OP_MAP, start, end);
 	if (ta && ta->fault_state == FAULT_STARTED && ta->fault_address) {
 		lookup.address = ta->fault_address;
 		if (!vma_from_fault(vmf, &lookup))
@@ -252,22 +251,39 @@ static __always_inline void page_access_map(struct address_space *mapping, __u64
 			 */
 			if (!page_in_cache(mapping, lookup.index))
 				return;
-			walk.fault_index = lookup.index;
-			walk.account_fault = true;
+			walk->fault_index = lookup.index;
+			walk->account_fault = true;
 		}
 	} else if (ta && ta->fault_state == FAULT_RESOLVED && ta->fault_mapping == (__u64)mapping) {
-		walk.fault_index = ta->fault_index;	/* a retry: not mapped "without a fault" */
+		walk->fault_index = ta->fault_index;	/* a retry: not mapped "without a fault" */
 		lookup.address = ta->fault_address;	/* its VMA, only if a folio needs it */
 	}
-	walk_chunks(&walk);
-	if (ta && walk.served) {
+	walk_chunks(walk);
+	if (ta && walk->served) {
 		ta->fault_state = FAULT_RESOLVED;
 		ta->fault_mapping = (__u64)mapping;
-		ta->fault_index = walk.fault_index;
+		ta->fault_index = walk->fault_index;
 		ta->fault_expects_read = 0;
 	}
 	if (lookup.address)
-		page_access_map_whole_folios(&walk, start, end, &lookup);
+		page_access_map_whole_folios(walk, start, end, &lookup);
+}
+
+/* A fault-around's walk is held per CPU (scratch.bpf.h), not on the program's stack. */
+SCRATCH_ROOM(map_walk_room, struct chunk_walk)
+
+/* filemap:mm_filemap_map_pages(mapping, start, end): fault-around. */
+static __always_inline void page_access_map(struct address_space *mapping, __u64 start, __u64 end,
+					    struct vm_fault *vmf)
+{
+	struct chunk_walk *walk = map_walk_room_take();
+
+	if (!walk) {	/* nested on this CPU: what it mapped is not known */
+		on_fault_lost();
+		return;
+	}
+	map_range(walk, mapping, start, end, vmf);
+	map_walk_room_give(walk);
 }
 
 /*

@@ -100,33 +100,47 @@ static __noinline void defer_fault_folio(struct thread_access *ta, unsigned long
  * function: inlined, its walk's frame took the sys_enter program's call
  * chain to 544 bytes, over the 512 of kernels before v6.13 (6.1 refused it).
  */
-__noinline int map_fault_folio(void)
+/* A fault's folio walk is held per CPU (scratch.bpf.h), not on the stack. */
+SCRATCH_ROOM(folio_walk_room, struct chunk_walk)
+
+static __always_inline void map_fault_folio_with(struct chunk_walk *walk)
 {
 	struct thread_access *ta = thread_access(false);
 	struct address_space *mapping;
 	struct vma_lookup lookup = {};
-	struct chunk_walk walk = {};
 	unsigned long folio;
 	__u64 index, nr;
 
 	if (!ta)
-		return 0;
+		return;
 	mapping = (struct address_space *)ta->fault_mapping;
 	lookup.address = ta->fault_address;
 	index = ta->fault_index;
 	ta->fault_folio_check = 0;
 	folio = folio_at(mapping, index);
 	if (!lookup.address || !folio || (nr = folio_pages((const struct folio *)folio)) < 2)
-		return 0;
+		return;
 	fault_vma(ta, &lookup);
 	if (!lookup.end) {
 		defer_fault_folio(ta, folio, nr, index);
-		return 0;
+		return;
 	}
 	if (lookup.mapping != (__u64)mapping || lookup.index != index)
-		return 0;	/* not this fault's page (a kernel-mode or remote fault) */
-	start_walk(&walk, mapping, OP_MAP, index, index);
-	page_access_map_whole_folios(&walk, index, index, &lookup);
+		return;	/* not this fault's page (a kernel-mode or remote fault) */
+	start_walk(walk, mapping, OP_MAP, index, index);
+	page_access_map_whole_folios(walk, index, index, &lookup);
+}
+
+__noinline int map_fault_folio(void)
+{
+	struct chunk_walk *walk = folio_walk_room_take();
+
+	if (!walk) {	/* nested on this CPU: the folio's other pages are not read */
+		on_fault_lost();
+		return 0;
+	}
+	map_fault_folio_with(walk);
+	folio_walk_room_give(walk);
 	return 0;
 }
 

@@ -36,6 +36,7 @@
 #include "page_access.h"
 #include "core_fixes.bpf.h"
 #include "thread_storage.bpf.h"
+#include "scratch.bpf.h"
 
 const volatile __u32 page_shift = 12;
 /*

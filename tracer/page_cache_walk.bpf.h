@@ -420,7 +420,7 @@ static __always_inline int chunk_mapped_whole(struct chunk_walk *walk, __u64 mas
 	return 0;
 }
 
-static long walk_one_chunk(__u32 i, struct chunk_walk *walk)
+static __always_inline long walk_one_chunk(__u32 i, struct chunk_walk *walk)
 {
 	__u64 chunk = (walk->first >> CHUNK_SHIFT) + i;
 	__u64 mask;
@@ -441,6 +441,15 @@ static long walk_one_chunk(__u32 i, struct chunk_walk *walk)
 	}
 }
 
+/*
+ * bpf_loop's callback, and the one-chunk walk's function: its context lies
+ * on the stack, as bpf_loop requires; the walk may not (scratch.bpf.h).
+ */
+static __noinline long walk_one_chunk_of(__u32 i, struct chunk_walk **walk)
+{
+	return walk_one_chunk(i, *walk);
+}
+
 static __always_inline void walk_chunks(struct chunk_walk *walk)
 {
 	__u64 chunks = (walk->last >> CHUNK_SHIFT) - (walk->first >> CHUNK_SHIFT) + 1;
@@ -448,10 +457,10 @@ static __always_inline void walk_chunks(struct chunk_walk *walk)
 	if (walk->last < walk->first || !use_bpf_loop)
 		return;
 	if (chunks == 1) {	/* most faults and reads: no loop to set up */
-		walk_one_chunk(0, walk);
+		walk_one_chunk_of(0, &walk);
 		return;
 	}
-	bpf_loop(MAX_CHUNKS, walk_one_chunk, walk, 0);
+	bpf_loop(MAX_CHUNKS, walk_one_chunk_of, &walk, 0);
 	if (chunks > MAX_CHUNKS)
 		on_walk_cut_short();
 }

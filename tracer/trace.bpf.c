@@ -320,30 +320,53 @@ static __always_inline void on_read_run(struct bio_walk *walk)
 		      cause_for(walk, walk->run.inode));
 }
 
+/*
+ * tp_btf: a bio of one file vector as one record (one_file_vector()), in a
+ * frame of its own, off the chain of the generic walk's frames.
+ */
+static __noinline bool emit_one_file_vector(struct bio *bio, struct bio_walk *walk)
+{
+	struct file_id id;
+
+	if (!one_file_vector(bio, walk, &id))
+		return false;
+	emit_file_run((struct inode *)walk->run.inode, &id, walk->run.first,
+		      walk->run.nr_pages, walk->ts_ns, cause_for(walk, walk->run.inode));
+	return true;
+}
+
+static __always_inline void walk_queued_bio(struct bio *bio, struct bio_walk *walk,
+					    struct read_context *ctx, bool trusted, bool may_loop)
+{
+	if (!(trusted ? start_trusted_bio_walk(bio, walk) : start_bio_walk(bio, walk)))
+		return;
+	walk->ts_ns = bpf_ktime_get_ns();
+	if (ctx)
+		walk->hint = *ctx;
+	walk->unexplained_cause = ctx || trace_all ? cause_of_thread_read : cause_of_held_bio;
+	if (trusted && emit_one_file_vector(bio, walk))
+		return;
+	walk_bio(walk, may_loop);
+	on_read_run(walk);	/* the last run */
+	if (walk->left)
+		count(COUNTER_LOST_LONG_BIO);
+}
+
 static __always_inline int handle_bio_queue(struct bio *bio, bool trusted, bool may_loop)
 {
-	struct bio_walk walk = {};
 	struct read_context *ctx = traced_thread();
-	struct file_id id;
+	struct bio_walk *walk;
 
 	if (!trace_all && !ctx &&
 	    !throttled_for_traced((__u64)BPF_CORE_READ(bio, bi_blkg, blkcg)))
 		return 0;
-	if (!(trusted ? start_trusted_bio_walk(bio, &walk) : start_bio_walk(bio, &walk)))
-		return 0;
-	walk.ts_ns = bpf_ktime_get_ns();
-	if (ctx)
-		walk.hint = *ctx;
-	walk.unexplained_cause = ctx || trace_all ? cause_of_thread_read : cause_of_held_bio;
-	if (trusted && one_file_vector(bio, &walk, &id)) {
-		emit_file_run((struct inode *)walk.run.inode, &id, walk.run.first,
-			      walk.run.nr_pages, walk.ts_ns, cause_for(&walk, walk.run.inode));
+	walk = bio_walk_room_take();
+	if (!walk) {	/* nested on this CPU (scratch.bpf.h): the bio is not walked */
+		count(COUNTER_LOST_LONG_BIO);
 		return 0;
 	}
-	walk_bio(&walk, may_loop);
-	on_read_run(&walk);	/* the last run */
-	if (walk.left)
-		count(COUNTER_LOST_LONG_BIO);
+	walk_queued_bio(bio, walk, ctx, trusted, may_loop);
+	bio_walk_room_give(walk);
 	return 0;
 }
 

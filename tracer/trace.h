@@ -39,7 +39,7 @@ enum read_cause {
 enum counter {
 	COUNTER_LOST_RINGBUF,	/* page events dropped: ring buffer full */
 	COUNTER_LOST_PATH,	/* path events dropped: ring buffer full */
-	COUNTER_LOST_LONG_BIO,	/* bios longer than a walk reaches (bio_pages.bpf.h) */
+	COUNTER_LOST_LONG_BIO,	/* bios not walked whole: longer than a walk reaches, or nested (scratch.bpf.h) */
 	COUNTER_LOST_TASKS,	/* children not followed: tasks map full */
 	COUNTER_LOST_PAGE_STATE, /* --used: page state map full */
 	COUNTER_LOST_LONG_RANGE, /* --used: a range longer than a walk reaches */
