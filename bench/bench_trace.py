@@ -4,7 +4,8 @@
 The workload (bench/fault-storm.c) takes COUNT single-page faults on a cold
 1 GiB file mapped with MADV_RANDOM: one read from storage per fault, as many
 events per second as the device gives. Untraced, `trace`, `trace --used`
-(which also records the first access of every page) and `readpage.bt` runs
+(which also records the first access of every page), `cachetop -c` (the
+cache tools' fault path) and `readpage.bt` runs
 alternate round by round in one session, so that drift on a noisy
 machine hits all alike; the file is evicted before every run. The
 time compared is the workload's own (it prints it), not the tools' start-up.
@@ -14,8 +15,9 @@ fault, which hides the tracer's cost); --device zram puts it on a fresh ext4
 on a zram device made for the run (a few us a fault: the fast-device case).
 readpage.stp runs where the kernel loads modules (a guest of the kernel
 matrix): --modes untraced,trace,readpage.bt,readpage.stp there.
---baseline TRACE adds the same trace modes run with another trace binary
-(say, the previous build), side by side in the same rounds.
+--baseline TRACE adds the same trace and cachetop modes run with another
+build's binaries (say, the previous build's), side by side in the same
+rounds.
 
 Prints a Markdown table; --json prints the numbers instead.
 Run as root:  sudo bench/bench_trace.py [--rounds 5] [--count 200000]
@@ -43,6 +45,7 @@ stats = importlib.util.module_from_spec(_spec)
 _spec.loader.exec_module(stats)
 
 TRACE = os.path.join(REPO, "tracer", "trace")
+CACHETOP = os.path.join(REPO, "tracer", "cachetop")
 # The wrapper mounts tracefs privately where it is absent.
 READPAGE = os.path.join(REPO, "tracer", "readpage")
 READPAGE_STAP = os.path.join(REPO, "tracer", "readpage-stap")
@@ -149,13 +152,29 @@ def run_trace_used(cmd, binary=TRACE):
     return run_trace(cmd, "--used", binary=binary)
 
 
+def run_cachetop(cmd, binary=CACHETOP):
+    """cachetop -c: the cache tools' fault path (every access counted); its
+    JSON's hits and misses counted as records, its lost as lost."""
+    proc = subprocess.run([binary, "-j", "-c", " ".join(cmd)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError("cachetop failed: " + proc.stderr[-2000:])
+    report = json.loads(proc.stdout[proc.stdout.index("{"):])
+    records = int(report["hits"]) + int(report["misses"])
+    # cachetop -c gives the command's output to stderr, its report to stdout.
+    return workload_seconds(proc.stderr), records, int(report["lost"])
+
+
 def baseline_modes(binary):
-    """The trace modes again, with another trace binary."""
+    """The trace and cachetop modes again, with another build's binaries
+    (cachetop: the one beside the trace binary)."""
+    cachetop = os.path.join(os.path.dirname(binary), "cachetop")
     return [("trace (baseline)", functools.partial(run_trace, binary=binary)),
-            ("trace --used (baseline)", functools.partial(run_trace_used, binary=binary))]
+            ("trace --used (baseline)", functools.partial(run_trace_used, binary=binary)),
+            ("cachetop -c (baseline)", functools.partial(run_cachetop, binary=cachetop))]
 
 
 MODES = [("untraced", run_untraced), ("trace", run_trace), ("trace --used", run_trace_used),
+         ("cachetop -c", run_cachetop),
          ("readpage.bt", run_readpage_bt), ("readpage.stp", run_readpage_stap)]
 
 
@@ -291,7 +310,8 @@ def main():
     parser.add_argument("--profile", action="store_true",
                         help="instead: BPF time per program and per fault (bpf_stats_enabled)")
     parser.add_argument("--baseline", metavar="TRACE",
-                        help="also run the trace modes with this trace binary")
+                        help="also run the trace and cachetop modes with this trace binary "
+                             "(and the cachetop beside it)")
     parser.add_argument("--modes", default=",".join(name for name, _ in MODES if name != "readpage.stp"),
                         help="comma-separated, from: " + ", ".join(name for name, _ in MODES))
     args = parser.parse_args()

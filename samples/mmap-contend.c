@@ -1,12 +1,14 @@
 /*
- * mmap-contend [--remap] FILE: maps FILE, touches its page 3, then one page
+ * mmap-contend [--remap | --threads] FILE: maps FILE, touches its page 3, then one page
  * in every 32 (fault-around maps 16 around each, so each touch is a fault
  * of its own) while a second thread maps and unmaps anonymous memory in a
  * loop, taking the process's mmap lock for writing over and over. With
  * --remap each of those touches is in a mapping of its own, made just
  * before it (32 pages of the file around the page): every touch is then
- * the first fault in its mapping. Prints the touched pages, in order, as
- * a JSON list on stderr.
+ * the first fault in its mapping. With --threads each touch is made by a
+ * thread of its own, started for it: the first fault of a thread in a
+ * mapping another thread made. Prints the touched pages, in order, as a
+ * JSON list on stderr.
  *
  * The workload of tests/test_trace_used.py's tests of faults whose VMA
  * lookup finds the mmap lock busy (page_access.bpf.h, fault_vma() and the
@@ -58,18 +60,46 @@ static int touch(volatile const char *m, int fd, long p)
 	return 0;
 }
 
+struct touch_args {
+	volatile const char *m;
+	long p;
+};
+
+static void *touch_in_thread(void *arg)
+{
+	struct touch_args *t = arg;
+
+	(void)t->m[t->p * PAGE];
+	return NULL;
+}
+
+/* Touch page @p of @m from a new thread, and wait for it. */
+static int touch_from_thread(volatile const char *m, long p)
+{
+	struct touch_args t = { m, p };
+	pthread_t thread;
+
+	if (pthread_create(&thread, NULL, touch_in_thread, &t)) {
+		fprintf(stderr, "mmap-contend: cannot start a thread\n");
+		return -1;
+	}
+	pthread_join(thread, NULL);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	volatile const char *m;
 	int remap = argc == 3 && !strcmp(argv[1], "--remap");
+	int threads = argc == 3 && !strcmp(argv[1], "--threads");
 	const char *path = argv[argc - 1];
 	struct stat st;
 	pthread_t thread;
 	long pages;
 	int fd, failed = 0;
 
-	if (argc != 2 && !remap) {
-		fprintf(stderr, "usage: mmap-contend [--remap] FILE\n");
+	if (argc != 2 && !remap && !threads) {
+		fprintf(stderr, "usage: mmap-contend [--remap | --threads] FILE\n");
 		return 2;
 	}
 	fd = open(path, O_RDONLY);
@@ -90,7 +120,7 @@ int main(int argc, char **argv)
 		return 1;
 	}
 	for (long p = 3 + STRIDE; p < pages && !failed; p += STRIDE)
-		failed = touch(m, remap ? fd : -1, p);
+		failed = threads ? touch_from_thread(m, p) : touch(m, remap ? fd : -1, p);
 	atomic_store(&stop, 1);
 	pthread_join(thread, NULL);
 	if (failed)

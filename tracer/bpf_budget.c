@@ -15,7 +15,7 @@
 #include "bpf_budget.h"
 
 #define BUDGET_LOG_LEVEL	4	/* BPF_LOG_STATS: statistics only */
-#define BUDGET_LOG_BYTES	4096
+#define BUDGET_LOG_BYTES	65536	/* a log longer than its buffer fails the load (ENOSPC) */
 #define BUDGET_PROGRAMS		64
 #define BUDGET_SUBPROGS		64
 

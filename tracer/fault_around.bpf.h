@@ -114,6 +114,19 @@ static __always_inline bool folio_may_reach_past(struct address_space *mapping, 
 }
 
 /*
+ * @lookup's VMA, whose lookup was busy, from its process's records; false
+ * if none. In a frame of its own, off the chain of the walk's frames.
+ */
+static __noinline bool vma_from_records_of_process(struct vma_lookup *lookup)
+{
+	if (!process_vma_find(lookup->address, &lookup->mapping, &lookup->start, &lookup->end,
+			      &lookup->pgoff))
+		return false;
+	lookup->index = ((lookup->address - lookup->start) >> page_shift) + lookup->pgoff;
+	return true;
+}
+
+/*
  * After fault-around's own range: @walk is that range's walk, reused (the
  * 512-byte stack of kernels before v6.13 has no room for a second one).
  */
@@ -127,7 +140,8 @@ static __always_inline void page_access_map_whole_folios(struct chunk_walk *walk
 	if (!before && !after)
 		return;	/* most fault-arounds: no VMA lookup, no page-table read */
 	if (!vma->mapping &&
-	    bpf_find_vma(current_task(), vma->address, vma_file_page, vma, 0) == -16 /* -EBUSY */)
+	    bpf_find_vma(current_task(), vma->address, vma_file_page, vma, 0) == -16 /* -EBUSY */ &&
+	    !vma_from_records_of_process(vma))
 		on_fault_lost();
 	if (vma->mapping != (__u64)walk->mapping)
 		return;	/* not this thread's fault (a remote GUP): no page tables to read */
@@ -165,27 +179,54 @@ static __always_inline bool vma_from_fault(struct vm_fault *vmf, struct vma_look
  * lookup uses it when the address lies in it; the caller's check that the
  * page lies in fault-around's range catches a VMA replaced since.
  */
-/* @lookup, a VMA just found, as the thread's last file VMA. */
+/*
+ * @lookup, a VMA just found by a lookup that began when mapping_calls was
+ * ta->vma_lookup_calls, as the thread's last file VMA; and, when it is
+ * another file VMA than the thread's last, as its process's too.
+ */
 static __always_inline void remember_vma(struct thread_access *ta, const struct vma_lookup *lookup)
 {
+	ta->vma_calls = ta->vma_lookup_calls;
+	if (lookup->mapping && (lookup->start != ta->vma_start || lookup->mapping != ta->vma_mapping))
+		process_vma_found(lookup->mapping, lookup->start, lookup->end, lookup->pgoff);
 	ta->vma_mapping = lookup->mapping;
 	ta->vma_start = lookup->start;
 	ta->vma_end = lookup->end;
 	ta->vma_pgoff = lookup->pgoff;
 }
 
+/*
+ * Where the lookup is busy: the thread's last file VMA, else the latest VMA
+ * any mmap of its process made there (process_vmas.bpf.h). False if none.
+ */
+static __always_inline bool vma_from_records(struct thread_access *ta, struct vma_lookup *lookup)
+{
+	if (lookup->address - ta->vma_start >= ta->vma_end - ta->vma_start)
+		return vma_from_records_of_process(lookup);
+	lookup->mapping = ta->vma_mapping;
+	lookup->start = ta->vma_start;
+	lookup->end = ta->vma_end;
+	lookup->pgoff = ta->vma_pgoff;
+	lookup->index = ((lookup->address - lookup->start) >> page_shift) + lookup->pgoff;
+	return true;
+}
+
+/*
+ * The VMA of the thread's fault at @lookup->address. Its last VMA needs no
+ * lookup while no call that may map a file has started since it was found
+ * (mapping_calls, read_calls.bpf.h): the fault storm's fault-arounds then
+ * take no mmap lock (bench/bench_trace.py --profile).
+ */
 static __always_inline void fault_vma(struct thread_access *ta, struct vma_lookup *lookup)
 {
-	/* Few branches: raw_tp's map_pages program is near the verifier's limit. */
-	if (!bpf_find_vma(current_task(), lookup->address, vma_file_page, lookup, 0)) {
+	ta->vma_lookup_calls = mapping_calls;
+	if (ta->vma_calls == ta->vma_lookup_calls &&
+	    lookup->address - ta->vma_start < ta->vma_end - ta->vma_start)
+		vma_from_records(ta, lookup);
+	else if (!bpf_find_vma(current_task(), lookup->address, vma_file_page, lookup, 0))
 		remember_vma(ta, lookup);
-	} else if (lookup->address - ta->vma_start < ta->vma_end - ta->vma_start) {
-		lookup->mapping = ta->vma_mapping;
-		lookup->start = ta->vma_start;
-		lookup->end = ta->vma_end;
-		lookup->pgoff = ta->vma_pgoff;
-		lookup->index = ((lookup->address - lookup->start) >> page_shift) + lookup->pgoff;
-	}
+	else
+		vma_from_records(ta, lookup);
 }
 
 /*
@@ -197,8 +238,8 @@ static __always_inline void fault_vma(struct thread_access *ta, struct vma_looku
  * thread's next fault or system call, reading from the page tables which
  * pages fault-around mapped (samples/mmap-contend --remap: 18 and 50 of
  * 512 touches recorded as mapped only, 15 to 129 pages as both, "0 lost",
- * before). Eight are kept; a ninth while they wait is walked at once, its
- * fault counted lost.
+ * before). DEFERRED_MAPS are kept; one more while they wait is walked at
+ * once, its fault counted lost.
  */
 static __always_inline bool defer_map(struct thread_access *ta, struct address_space *mapping,
 				      __u64 start, __u64 end)
@@ -333,6 +374,9 @@ static __always_inline void page_access_syscall_ends(long ret)
 		ta->vma_start = (__u64)ret;
 		ta->vma_end = (__u64)ret + ((ta->mmap_bytes + page_mask) & ~page_mask);
 		ta->vma_pgoff = ta->mmap_pgoff;
+		/* Current only if no other call that may map a file began since this one. */
+		ta->vma_calls = mapping_calls == ta->mmap_calls ? ta->mmap_calls : NO_CALLS;
+		process_vma_record(ta->vma_mapping, ta->vma_start, ta->vma_end, ta->vma_pgoff);
 	}
 	ta->mmap_mapping = 0;
 }

@@ -336,6 +336,7 @@ __noinline int find_deferred_slot(__u32 i)
 	lookup.address = slot->address;
 	if (!lookup.address || slot->found)
 		return 0;
+	ta->vma_lookup_calls = mapping_calls;
 	err = bpf_find_vma(current_task(), lookup.address, vma_file_page, &lookup, 0);
 	if (err == -16 /* -EBUSY */)
 		return 0;
@@ -446,8 +447,12 @@ static __always_inline void page_access_syscall_starts(long id)
 	}
 	if (ta)
 		resolve_silent_fault(ta);
-	if (may_map_a_file(id))
-		__sync_fetch_and_add(&mapping_calls, 1);
+	if (may_map_a_file(id)) {
+		__u64 calls = __sync_fetch_and_add(&mapping_calls, 1) + 1;
+
+		if (ta)
+			ta->mmap_calls = calls;
+	}
 }
 
 /*

@@ -37,6 +37,7 @@
 #include "core_fixes.bpf.h"
 #include "thread_storage.bpf.h"
 #include "scratch.bpf.h"
+#include "process_vmas.bpf.h"
 
 const volatile __u32 page_shift = 12;
 /*
@@ -79,7 +80,7 @@ struct deferred_map {
 	__u64 byte_read;
 };
 
-#define DEFERRED_MAPS	8
+#define DEFERRED_MAPS	32
 /*
  * Silent faults and filemap_fault()-served folios kept for the next system
  * call (defer_silent()). Sixteen: a random script's step touches up to 8
@@ -113,6 +114,9 @@ struct thread_access {
 	__u32 fault_folio_check; /* filemap_fault served it: its folio may be mapped whole */
 	__u64 vma_mapping;	/* the last file VMA a lookup found, or mmap made */
 	__u64 vma_start, vma_end, vma_pgoff;
+	__u64 vma_calls;	/* mapping_calls for which it is known current, else NO_CALLS */
+	__u64 vma_lookup_calls;	/* mapping_calls when the lookup in progress began (off the stack) */
+	__u64 mmap_calls;	/* mapping_calls counting the thread's call in progress */
 	__u64 mmap_mapping;	/* an mmap of a file in progress (page_access_mmap_starts()) */
 	__u64 mmap_pgoff, mmap_bytes;
 	struct deferred_map deferred_maps[DEFERRED_MAPS]; /* see defer_map() */

@@ -140,6 +140,7 @@ static __always_inline bool may_map_a_file(long id)
  * end), a race only a program that faults on memory it is replacing runs.
  */
 __u64 mapping_calls = 0;
+#define NO_CALLS	(~0ULL)	/* a mapping_calls never reached */
 
 static __always_inline bool is_read_syscall(long id)
 {
