@@ -190,6 +190,12 @@ bool thread_storage_fallback(struct bpf_object *obj)
 	return false;
 }
 
+bool kernel_has_bpf_loop(void)
+{
+	/* libbpf cannot probe helpers for tracing programs; the helper set is the same. */
+	return libbpf_probe_bpf_helper(BPF_PROG_TYPE_RAW_TRACEPOINT, BPF_FUNC_loop, NULL) == 1;
+}
+
 static struct {
 	char program[64];
 	char reason[256];

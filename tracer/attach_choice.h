@@ -114,6 +114,8 @@ bool kernel_param_is_pointer(const struct btf *vmlinux, const char *function, in
  * thread ids. Returns whether task storage is used (the rodata flag).
  */
 bool thread_storage_fallback(struct bpf_object *obj);
+/* Does the kernel have bpf_loop (v5.17)? The walks of page state and of bios use it. */
+bool kernel_has_bpf_loop(void);
 
 /*
  * Why the kernel refused a program, in one line: libbpf's messages pass

@@ -85,6 +85,18 @@ static unsigned long verified_insns(const struct bpf_program *prog, const char *
 	return n;
 }
 
+/* A bpf-to-bpf call. */
+static bool is_subprog_call(const struct bpf_insn *insn)
+{
+	return insn->code == (BPF_JMP | BPF_CALL) && insn->src_reg == BPF_PSEUDO_CALL;
+}
+
+/* A callback's address (bpf_loop's), loaded by an ld_imm64. */
+static bool is_callback_address(const struct bpf_insn *insn)
+{
+	return insn->code == (BPF_LD | BPF_IMM | BPF_DW) && insn->src_reg == BPF_PSEUDO_FUNC;
+}
+
 /*
  * The subprograms of @prog's instructions as the verifier finds them: the
  * entry, and each target of a bpf-to-bpf call or of a callback's address
@@ -99,9 +111,7 @@ static int find_subprogs(const struct bpf_insn *insn, int n, bool xlated, int *s
 
 	start[0] = 0;
 	for (int i = 0; i < n; i++) {
-		bool call = insn[i].code == (BPF_JMP | BPF_CALL) && insn[i].src_reg == BPF_PSEUDO_CALL;
-		bool func = insn[i].code == (BPF_LD | BPF_IMM | BPF_DW) &&
-			    insn[i].src_reg == BPF_PSEUDO_FUNC;
+		bool call = is_subprog_call(&insn[i]), func = is_callback_address(&insn[i]);
 		int target = i + (call && xlated ? insn[i].off : insn[i].imm) + 1, j;
 
 		calls[i] = -1;
@@ -221,9 +231,8 @@ static int kernel_calls(const struct bpf_insn *insn, int n, const int *start, in
 			const __u64 *ksyms, int *calls)
 {
 	for (int i = 0; i < n; i++) {
-		bool call = insn[i].code == (BPF_JMP | BPF_CALL) && insn[i].src_reg == BPF_PSEUDO_CALL;
-		bool func = insn[i].code == (BPF_LD | BPF_IMM | BPF_DW) &&
-			    insn[i].src_reg == BPF_PSEUDO_FUNC && i + 1 < n;
+		bool call = is_subprog_call(&insn[i]);
+		bool func = is_callback_address(&insn[i]) && i + 1 < n;
 		int target = -1;
 
 		calls[i] = -1;

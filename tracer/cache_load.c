@@ -112,8 +112,7 @@ static struct cache_bpf *open_and_load(const struct cache_load_options *o, bool 
 	skel->rodata->per_cgroup = o->per_cgroup;
 	skel->rodata->count_hits = true;
 	skel->rodata->page_shift = __builtin_ctzl((unsigned long)sysconf(_SC_PAGESIZE));
-	skel->rodata->use_bpf_loop =
-		libbpf_probe_bpf_helper(BPF_PROG_TYPE_RAW_TRACEPOINT, BPF_FUNC_loop, NULL) == 1;
+	skel->rodata->use_bpf_loop = kernel_has_bpf_loop();
 	if (!skel->rodata->use_bpf_loop) {
 		errmsg(NULL, "the kernel lacks bpf_loop (v5.17), which it needs");
 		*err = -ENOENT;

@@ -45,6 +45,12 @@ struct vma_lookup {
 	__u64 pgoff;
 };
 
+/* The page of @lookup's file at its address, from its VMA's start and pgoff. */
+static __always_inline __u64 vma_page_index(const struct vma_lookup *lookup)
+{
+	return ((lookup->address - lookup->start) >> page_shift) + lookup->pgoff;
+}
+
 static long vma_file_page(struct task_struct *task, struct vm_area_struct *vma,
 			  struct vma_lookup *lookup)
 {
@@ -57,7 +63,7 @@ static long vma_file_page(struct task_struct *task, struct vm_area_struct *vma,
 	if (!file)
 		return 0;
 	lookup->mapping = (__u64)BPF_CORE_READ(file, f_mapping);
-	lookup->index = ((lookup->address - lookup->start) >> page_shift) + lookup->pgoff;
+	lookup->index = vma_page_index(lookup);
 	return 0;
 }
 
@@ -122,7 +128,7 @@ static __noinline bool vma_from_records_of_process(struct vma_lookup *lookup)
 	if (!process_vma_find(lookup->address, &lookup->mapping, &lookup->start, &lookup->end,
 			      &lookup->pgoff))
 		return false;
-	lookup->index = ((lookup->address - lookup->start) >> page_shift) + lookup->pgoff;
+	lookup->index = vma_page_index(lookup);
 	return true;
 }
 
@@ -170,16 +176,6 @@ static __always_inline bool vma_from_fault(struct vm_fault *vmf, struct vma_look
 }
 
 /*
- * The VMA of the thread's fault at @lookup->address, at fault-around.
- * bpf_find_vma() takes the mmap lock with a trylock, which fails while
- * another thread of the process holds it for writing or waits for it
- * (mmap, munmap, mprotect): a C program whose second thread maps and
- * unmaps in a loop had 77 to 311 of 512 touched pages recorded as mapped
- * only (6.18). The thread's last file VMA found is kept, and a failed
- * lookup uses it when the address lies in it; the caller's check that the
- * page lies in fault-around's range catches a VMA replaced since.
- */
-/*
  * @lookup, a VMA just found by a lookup that began when mapping_calls was
  * ta->vma_lookup_calls, as the thread's last file VMA; and, when it is
  * another file VMA than the thread's last, as its process's too.
@@ -195,34 +191,53 @@ static __always_inline void remember_vma(struct thread_access *ta, const struct 
 	ta->vma_pgoff = lookup->pgoff;
 }
 
+static __always_inline bool thread_vma_holds(const struct thread_access *ta, __u64 address)
+{
+	return address - ta->vma_start < ta->vma_end - ta->vma_start;
+}
+
+/* @lookup from the thread's last file VMA, which holds its address. */
+static __always_inline void vma_from_thread(const struct thread_access *ta,
+					    struct vma_lookup *lookup)
+{
+	lookup->mapping = ta->vma_mapping;
+	lookup->start = ta->vma_start;
+	lookup->end = ta->vma_end;
+	lookup->pgoff = ta->vma_pgoff;
+	lookup->index = vma_page_index(lookup);
+}
+
 /*
  * Where the lookup is busy: the thread's last file VMA, else the latest VMA
  * any mmap of its process made there (process_vmas.bpf.h). False if none.
  */
 static __always_inline bool vma_from_records(struct thread_access *ta, struct vma_lookup *lookup)
 {
-	if (lookup->address - ta->vma_start >= ta->vma_end - ta->vma_start)
+	if (!thread_vma_holds(ta, lookup->address))
 		return vma_from_records_of_process(lookup);
-	lookup->mapping = ta->vma_mapping;
-	lookup->start = ta->vma_start;
-	lookup->end = ta->vma_end;
-	lookup->pgoff = ta->vma_pgoff;
-	lookup->index = ((lookup->address - lookup->start) >> page_shift) + lookup->pgoff;
+	vma_from_thread(ta, lookup);
 	return true;
 }
 
 /*
- * The VMA of the thread's fault at @lookup->address. Its last VMA needs no
- * lookup while no call that may map a file has started since it was found
- * (mapping_calls, read_calls.bpf.h): the fault storm's fault-arounds then
- * take no mmap lock (bench/bench_trace.py --profile).
+ * The VMA of the thread's fault at @lookup->address, at fault-around.
+ * bpf_find_vma() takes the mmap lock with a trylock, which fails while
+ * another thread of the process holds it for writing or waits for it
+ * (mmap, munmap, mprotect): a C program whose second thread maps and
+ * unmaps in a loop had 77 to 311 of 512 touched pages recorded as mapped
+ * only (6.18). The thread's last file VMA found is kept, and a failed
+ * lookup uses it, or its process's records, when the address lies in it;
+ * the caller's check that the page lies in fault-around's range catches a
+ * VMA replaced since. The last VMA needs no lookup at all while no call
+ * that may map a file has started since it was found (mapping_calls,
+ * read_calls.bpf.h): the fault storm's fault-arounds then take no mmap
+ * lock (bench/bench_trace.py --profile).
  */
 static __always_inline void fault_vma(struct thread_access *ta, struct vma_lookup *lookup)
 {
 	ta->vma_lookup_calls = mapping_calls;
-	if (ta->vma_calls == ta->vma_lookup_calls &&
-	    lookup->address - ta->vma_start < ta->vma_end - ta->vma_start)
-		vma_from_records(ta, lookup);
+	if (ta->vma_calls == ta->vma_lookup_calls && thread_vma_holds(ta, lookup->address))
+		vma_from_thread(ta, lookup);
 	else if (!bpf_find_vma(current_task(), lookup->address, vma_file_page, lookup, 0))
 		remember_vma(ta, lookup);
 	else

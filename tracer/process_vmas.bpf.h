@@ -113,10 +113,10 @@ static __always_inline bool process_vma_find(__u64 address, __u64 *mapping, __u6
 					     __u64 *end, __u64 *pgoff)
 {
 	struct process_vmas *pv = process_vmas_of(current_mm(), false);
-	__u64 last;
 
+	/* pv->next read at each step: fewer verifier states than a copy kept across the loop. */
 	for (__u32 i = 1; pv && i <= PROCESS_VMAS; i++) {
-		__u32 slot = ((last = pv->next) - i) & (PROCESS_VMAS - 1);
+		__u32 slot = (pv->next - i) & (PROCESS_VMAS - 1);
 		__u64 seq = __sync_fetch_and_add(&pv->seq[slot], 0);
 
 		*mapping = pv->vma[slot].mapping;

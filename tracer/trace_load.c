@@ -219,9 +219,7 @@ static struct trace_bpf *open_and_load(bool use_btf, int *err)
 	skel->rodata->want_cause = want_cause;
 	skel->rodata->want_used = opts.used;
 	skel->rodata->page_shift = __builtin_ctzl((unsigned long)run.page_size);
-	/* libbpf cannot probe helpers for tracing programs; the helper set is the same. */
-	skel->rodata->use_bpf_loop = !opts.no_bpf_loop &&
-		libbpf_probe_bpf_helper(BPF_PROG_TYPE_RAW_TRACEPOINT, BPF_FUNC_loop, NULL) == 1;
+	skel->rodata->use_bpf_loop = !opts.no_bpf_loop && kernel_has_bpf_loop();
 	run.walk_name = skel->rodata->use_bpf_loop ? "bpf_loop" : "unrolled";
 	/* Unrolled, the metadata branch makes the walk too long to verify. */
 	skel->rodata->want_metadata = skel->rodata->use_bpf_loop;
@@ -300,8 +298,7 @@ int trace_budget(void)
 		{ "-x,unrolled", true, false, true },
 	};
 	int refused = 0, err;
-	bool has_bpf_loop = libbpf_probe_bpf_helper(BPF_PROG_TYPE_RAW_TRACEPOINT, BPF_FUNC_loop,
-						    NULL) == 1;
+	bool has_bpf_loop = kernel_has_bpf_loop();
 
 	budget_header(stdout);
 	for (int btf = 1; btf >= 0; btf--) {
