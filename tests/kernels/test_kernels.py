@@ -273,7 +273,9 @@ def judge_trace_scattered_preads(c, results):
 
 def judge_trace_mmap_faults(c, results):
     t = loaded(c["runs"][0])
-    assert t.page_set(c["file"]) == set(c["cached"])
+    said = [line for line in c["runs"][0]["stderr"].splitlines() if " pages (" in line]
+    assert t.page_set(c["file"]) == set(c["cached"]), (
+        f"trace said {said}; khugepaged meanwhile: {c.get('khugepaged')}")
     assert len(t.page_set(c["file"])) == 200
     # The cause needs filemap:mm_filemap_fault (6.12); trace says when it is '-'.
     no_cause = "the cause column will be '-'" in c["runs"][0]["stderr"]
@@ -603,7 +605,8 @@ def judge_cachefuzz(c, results):
                f"{tally['skipped_pages']} undecidable pages "
                f"skipped in {tally['skipped_files']} of {tally['files']} file runs, "
                f"dirties of {tally['skipped_dirties']} skipped, {run['seconds']:.0f} s")
-    skipped = cachefuzz_check.too_much_skipped(tally)
+    skipped = cachefuzz_check.too_much_skipped(
+        tally, files=cachefuzz_check.MAX_SKIPPED_FILES_IN_GUESTS)
     assert not skipped, f"{summary}: " + "; ".join(skipped)
     if mismatches:
         kernel = results["kernel"]["release"]
