@@ -85,7 +85,7 @@ static __always_inline int handle_sys_exit(long ret)
 
 /*
  * Kernels before the filemap: get_pages, map_pages and fault tracepoints
- * (v6.11, "mm/filemap: add trace events for get_pages, map_pages, and
+ * (v6.12, "filemap: add trace events for get_pages, map_pages, and
  * fault", Takaya Saeki, 2024) get the same three events from the functions
  * that fire them (mm/filemap.c), with fentry and fexit (v5.5). User space
  * loads these only where the tracepoint is missing and the function is in
