@@ -605,8 +605,10 @@ def judge_cachefuzz(c, results):
                f"{tally['skipped_pages']} undecidable pages "
                f"skipped in {tally['skipped_files']} of {tally['files']} file runs, "
                f"dirties of {tally['skipped_dirties']} skipped, {run['seconds']:.0f} s")
+    # The host's row is no guest: it keeps make test's ceiling.
     skipped = cachefuzz_check.too_much_skipped(
-        tally, files=cachefuzz_check.MAX_SKIPPED_FILES_IN_GUESTS)
+        tally, files=cachefuzz_check.MAX_SKIPPED_FILES if c["kernel"] == "host"
+        else cachefuzz_check.MAX_SKIPPED_FILES_IN_GUESTS)
     assert not skipped, f"{summary}: " + "; ".join(skipped)
     if mismatches:
         kernel = results["kernel"]["release"]
