@@ -1,5 +1,5 @@
 /*
- * mmap-contend [--remap | --threads] FILE: maps FILE, touches its page 3, then one page
+ * mmap-contend [--remap | --threads | --unmap] FILE: maps FILE, touches its page 3, then one page
  * in every 32 (fault-around maps 16 around each, so each touch is a fault
  * of its own) while a second thread maps and unmaps anonymous memory in a
  * loop, taking the process's mmap lock for writing over and over. With
@@ -7,8 +7,12 @@
  * before it (32 pages of the file around the page): every touch is then
  * the first fault in its mapping. With --threads each touch is made by a
  * thread of its own, started for it: the first fault of a thread in a
- * mapping another thread made. Prints the touched pages, in order, as a
- * JSON list on stderr.
+ * mapping another thread made. With --unmap each touch is made by a thread
+ * of its own in a mapping of its own (32 pages around the page), all made
+ * before the first touch (more than the tracer's records of a process
+ * hold), and the main thread unmaps it right after the touch, before the
+ * touching thread makes its next system call. Prints the touched pages, in
+ * order, as a JSON list on stderr.
  *
  * The workload of tests/test_trace_used.py's tests of faults whose VMA
  * lookup finds the mmap lock busy (page_access.bpf.h, fault_vma() and the
@@ -87,19 +91,77 @@ static int touch_from_thread(volatile const char *m, long p)
 	return 0;
 }
 
+struct unmap_touch {
+	volatile const char *window;
+	long offset;
+	atomic_int touched, unmapped;
+};
+
+/* Touch, then wait with no system call until the main thread has unmapped. */
+static void *touch_then_wait(void *arg)
+{
+	struct unmap_touch *t = arg;
+
+	(void)t->window[t->offset];
+	atomic_store(&t->touched, 1);
+	while (!atomic_load(&t->unmapped))
+		;
+	return NULL;
+}
+
+/* --unmap: page @p of its window @w (32 pages from @first), as above. */
+static int touch_and_unmap(volatile const char *w, long first, long p)
+{
+	struct unmap_touch t = { .window = w, .offset = (p - first) * PAGE };
+	pthread_t thread;
+
+	if (pthread_create(&thread, NULL, touch_then_wait, &t)) {
+		fprintf(stderr, "mmap-contend: cannot start a thread\n");
+		return -1;
+	}
+	while (!atomic_load(&t.touched))
+		;
+	munmap((void *)w, STRIDE * PAGE);
+	atomic_store(&t.unmapped, 1);
+	pthread_join(thread, NULL);
+	return 0;
+}
+
+/* --unmap: every window first (at most MAX_WINDOWS), then each touched and unmapped. */
+#define MAX_WINDOWS 4096
+
+static int touch_unmapped_windows(int fd, long pages)
+{
+	static volatile const char *windows[MAX_WINDOWS];
+	long n = 0;
+
+	for (long p = 3 + STRIDE; p < pages && n < MAX_WINDOWS; p += STRIDE) {
+		windows[n] = mmap(NULL, STRIDE * PAGE, PROT_READ, MAP_SHARED, fd, p / STRIDE * STRIDE * PAGE);
+		if (windows[n++] == MAP_FAILED) {
+			perror("mmap");
+			return -1;
+		}
+	}
+	for (long i = 0, p = 3 + STRIDE; i < n; i++, p += STRIDE)
+		if (touch_and_unmap(windows[i], p / STRIDE * STRIDE, p))
+			return -1;
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	volatile const char *m;
 	int remap = argc == 3 && !strcmp(argv[1], "--remap");
 	int threads = argc == 3 && !strcmp(argv[1], "--threads");
+	int unmap = argc == 3 && !strcmp(argv[1], "--unmap");
 	const char *path = argv[argc - 1];
 	struct stat st;
 	pthread_t thread;
 	long pages;
 	int fd, failed = 0;
 
-	if (argc != 2 && !remap && !threads) {
-		fprintf(stderr, "usage: mmap-contend [--remap | --threads] FILE\n");
+	if (argc != 2 && !remap && !threads && !unmap) {
+		fprintf(stderr, "usage: mmap-contend [--remap | --threads | --unmap] FILE\n");
 		return 2;
 	}
 	fd = open(path, O_RDONLY);
@@ -119,7 +181,9 @@ int main(int argc, char **argv)
 		fprintf(stderr, "mmap-contend: cannot start a thread\n");
 		return 1;
 	}
-	for (long p = 3 + STRIDE; p < pages && !failed; p += STRIDE)
+	if (unmap)
+		failed = touch_unmapped_windows(fd, pages);
+	for (long p = 3 + STRIDE; p < pages && !failed && !unmap; p += STRIDE)
 		failed = threads ? touch_from_thread(m, p) : touch(m, remap ? fd : -1, p);
 	atomic_store(&stop, 1);
 	pthread_join(thread, NULL);

@@ -37,6 +37,23 @@ struct bvec_iter___offset { unsigned int bi_offset; } CORE_FLAVOUR;
 struct bio___offset { struct bvec_iter___offset bi_iter; } CORE_FLAVOUR;
 
 /*
+ * v6.1 "mm: start tracking VMAs with maple tree" (Liam R. Howlett, 2022):
+ * an address space's VMAs are in a maple tree, mm->mm_mt, which readers
+ * walk under RCU (lock_vma_under_rcu(), v6.4). vma_lookup.bpf.h reads it
+ * through these; on kernels before, mm_mt does not exist and nothing is read.
+ * The arrays' lengths are the running kernel's (bpf_core_field_size()).
+ */
+struct maple_tree___pagetrace { void *ma_root; } CORE_FLAVOUR;
+struct mm_struct___maple { struct maple_tree___pagetrace mm_mt; } CORE_FLAVOUR;
+struct maple_range_64___pagetrace { unsigned long pivot[1]; void *slot[1]; } CORE_FLAVOUR;
+struct maple_arange_64___pagetrace { unsigned long pivot[1]; void *slot[1]; } CORE_FLAVOUR;
+enum maple_type___pagetrace {
+	maple_leaf_64___pagetrace = 1,
+	maple_range_64___pagetrace = 2,
+	maple_arange_64___pagetrace = 3,
+};
+
+/*
  * Offsets of the words of a struct page (and of a folio, which overlays its
  * head page) that pagetrace reads: relocated to the running kernel's layout,
  * whichever of the names above it has. struct page exists on every kernel;

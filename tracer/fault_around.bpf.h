@@ -37,36 +37,6 @@ static __always_inline void page_access_fault(struct address_space *mapping, __u
 	ta->fault_folio_check = 1;
 }
 
-struct vma_lookup {
-	__u64 address;
-	__u64 mapping;	/* 0: an anonymous VMA */
-	__u64 index;
-	__u64 start, end;	/* the VMA */
-	__u64 pgoff;
-};
-
-/* The page of @lookup's file at its address, from its VMA's start and pgoff. */
-static __always_inline __u64 vma_page_index(const struct vma_lookup *lookup)
-{
-	return ((lookup->address - lookup->start) >> page_shift) + lookup->pgoff;
-}
-
-static long vma_file_page(struct task_struct *task, struct vm_area_struct *vma,
-			  struct vma_lookup *lookup)
-{
-	struct file *file = BPF_CORE_READ(vma, vm_file);
-
-	(void)task;
-	lookup->start = BPF_CORE_READ(vma, vm_start);
-	lookup->end = BPF_CORE_READ(vma, vm_end);
-	lookup->pgoff = BPF_CORE_READ(vma, vm_pgoff);
-	if (!file)
-		return 0;
-	lookup->mapping = (__u64)BPF_CORE_READ(file, f_mapping);
-	lookup->index = vma_page_index(lookup);
-	return 0;
-}
-
 /*
  * "mm/filemap: map entire large folio faultaround" (Kiryl Shutsemau, 2025,
  * v6.18) maps a large folio whole when it lies inside the VMA and one page
@@ -147,7 +117,7 @@ static __always_inline void page_access_map_whole_folios(struct chunk_walk *walk
 		return;	/* most fault-arounds: no VMA lookup, no page-table read */
 	if (!vma->mapping &&
 	    bpf_find_vma(current_task(), vma->address, vma_file_page, vma, 0) == -16 /* -EBUSY */ &&
-	    !vma_from_records_of_process(vma))
+	    !vma_from_maple_tree(vma) && !vma_from_records_of_process(vma))
 		on_fault_lost();
 	if (vma->mapping != (__u64)walk->mapping)
 		return;	/* not this thread's fault (a remote GUP): no page tables to read */
@@ -220,25 +190,27 @@ static __always_inline bool vma_from_records(struct thread_access *ta, struct vm
 }
 
 /*
- * The VMA of the thread's fault at @lookup->address, at fault-around.
- * bpf_find_vma() takes the mmap lock with a trylock, which fails while
- * another thread of the process holds it for writing or waits for it
- * (mmap, munmap, mprotect): a C program whose second thread maps and
- * unmaps in a loop had 77 to 311 of 512 touched pages recorded as mapped
- * only (6.18). The thread's last file VMA found is kept, and a failed
- * lookup uses it, or its process's records, when the address lies in it;
+ * The VMA of the thread's fault at @lookup->address, at fault-around
+ * (@in_fault), or once the fault has ended. bpf_find_vma() takes the mmap
+ * lock with a trylock, which fails while another thread of the process
+ * holds it for writing or waits for it (mmap, munmap, mprotect). During
+ * the fault a failed lookup reads the maple tree (vma_lookup.bpf.h).
+ * Else, or failing that, the thread's last file VMA found is kept, and a
+ * failed lookup uses it, or its process's records, when the address lies in it;
  * the caller's check that the page lies in fault-around's range catches a
  * VMA replaced since. The last VMA needs no lookup at all while no call
  * that may map a file has started since it was found (mapping_calls,
  * read_calls.bpf.h): the fault storm's fault-arounds then take no mmap
  * lock (bench/bench_trace.py --profile).
  */
-static __always_inline void fault_vma(struct thread_access *ta, struct vma_lookup *lookup)
+static __always_inline void fault_vma(struct thread_access *ta, struct vma_lookup *lookup,
+				      bool in_fault)
 {
 	ta->vma_lookup_calls = mapping_calls;
 	if (ta->vma_calls == ta->vma_lookup_calls && thread_vma_holds(ta, lookup->address))
 		vma_from_thread(ta, lookup);
-	else if (!bpf_find_vma(current_task(), lookup->address, vma_file_page, lookup, 0))
+	else if (!bpf_find_vma(current_task(), lookup->address, vma_file_page, lookup, 0) ||
+		 (in_fault && vma_from_maple_tree(lookup)))
 		remember_vma(ta, lookup);
 	else
 		vma_from_records(ta, lookup);
@@ -292,7 +264,7 @@ static __always_inline void map_range(struct chunk_walk *walk, struct address_sp
 	if (ta && ta->fault_state == FAULT_STARTED && ta->fault_address) {
 		lookup.address = ta->fault_address;
 		if (!vma_from_fault(vmf, &lookup))
-			fault_vma(ta, &lookup);
+			fault_vma(ta, &lookup, true);
 		if (!lookup.end && defer_map(ta, mapping, start, end))
 			return;
 		if (lookup.mapping == (__u64)mapping && lookup.index >= start && lookup.index <= end) {

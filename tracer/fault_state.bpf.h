@@ -120,7 +120,7 @@ static __always_inline void map_fault_folio_with(struct chunk_walk *walk)
 	folio = folio_at(mapping, index);
 	if (!lookup.address || !folio || (nr = folio_pages((const struct folio *)folio)) < 2)
 		return;
-	fault_vma(ta, &lookup);
+	fault_vma(ta, &lookup, false);
 	if (!lookup.end) {
 		defer_fault_folio(ta, folio, nr, index);
 		return;

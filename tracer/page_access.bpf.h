@@ -19,7 +19,7 @@
  *
  * The map_pages tracepoint gives only the range fault-around tried. Which
  * page faulted comes from exceptions:page_fault_user/kernel (the address)
- * and bpf_find_vma (its file page); which pages it really mapped comes from
+ * and its VMA (its file page: vma_lookup.bpf.h); which pages it really mapped comes from
  * the page cache itself, read the way filemap_map_pages() does (present,
  * uptodate, unlocked, no readahead mark).
  *
@@ -206,6 +206,7 @@ static __always_inline __u64 range_mask(__u64 chunk, __u64 first, __u64 last)
 /* The parts, in this order: each uses what the ones before define. */
 #include "page_cache_walk.bpf.h"
 #include "read_calls.bpf.h"
+#include "vma_lookup.bpf.h"
 #include "fault_around.bpf.h"
 #include "fault_state.bpf.h"
 
