@@ -61,7 +61,11 @@ static long vma_file_page(struct task_struct *task, struct vm_area_struct *vma,
 #define MAPLE_NODE_MASK		255UL
 #define MAPLE_NODE_TYPE_SHIFT	3
 #define MAPLE_NODE_TYPE_MASK	0xf
-/* A tree of 8 levels holds over 10^8 VMAs: mm's map_count is at most 65,530 by default. */
+/*
+ * Levels walked at most: 8 levels of half-full nodes (5 of an internal
+ * node's 10 slots, 8 of a leaf's 16) hold over 600,000 VMAs; a process has
+ * at most vm.max_map_count, 65,530 by default.
+ */
 #define MAPLE_WALK_LEVELS	8
 #define MAPLE_MAX_PIVOTS	15
 /* maple_tree_entry()'s answer when a node was replaced under the walk. */
