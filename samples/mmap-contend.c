@@ -109,10 +109,10 @@ static void *touch_then_wait(void *arg)
 	return NULL;
 }
 
-/* --unmap: page @p of its window @w (32 pages from @first), as above. */
-static int touch_and_unmap(volatile const char *w, long first, long p)
+/* --unmap: page @p of its window @w (the STRIDE pages around it), as above. */
+static int touch_and_unmap(volatile const char *w, long p)
 {
-	struct unmap_touch t = { .window = w, .offset = (p - first) * PAGE };
+	struct unmap_touch t = { .window = w, .offset = p % STRIDE * PAGE };
 	pthread_t thread;
 
 	if (pthread_create(&thread, NULL, touch_then_wait, &t)) {
@@ -143,7 +143,7 @@ static int touch_unmapped_windows(int fd, long pages)
 		}
 	}
 	for (long i = 0, p = 3 + STRIDE; i < n; i++, p += STRIDE)
-		if (touch_and_unmap(windows[i], p / STRIDE * STRIDE, p))
+		if (touch_and_unmap(windows[i], p))
 			return -1;
 	return 0;
 }
@@ -183,8 +183,9 @@ int main(int argc, char **argv)
 	}
 	if (unmap)
 		failed = touch_unmapped_windows(fd, pages);
-	for (long p = 3 + STRIDE; p < pages && !failed && !unmap; p += STRIDE)
-		failed = threads ? touch_from_thread(m, p) : touch(m, remap ? fd : -1, p);
+	else
+		for (long p = 3 + STRIDE; p < pages && !failed; p += STRIDE)
+			failed = threads ? touch_from_thread(m, p) : touch(m, remap ? fd : -1, p);
 	atomic_store(&stop, 1);
 	pthread_join(thread, NULL);
 	if (failed)

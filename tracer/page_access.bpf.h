@@ -19,9 +19,9 @@
  *
  * The map_pages tracepoint gives only the range fault-around tried. Which
  * page faulted comes from exceptions:page_fault_user/kernel (the address)
- * and its VMA (its file page: vma_lookup.bpf.h); which pages it really mapped comes from
- * the page cache itself, read the way filemap_map_pages() does (present,
- * uptodate, unlocked, no readahead mark).
+ * and its VMA (its file page: vma_lookup.bpf.h); which pages it really
+ * mapped comes from the page cache itself, read the way filemap_map_pages()
+ * does (present, uptodate, unlocked, no readahead mark).
  *
  * The includer defines five hooks (declared below) and calls the
  * page_access_*() entry points from its tracepoint programs, after its own

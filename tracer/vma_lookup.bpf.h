@@ -77,15 +77,6 @@ static long vma_file_page(struct task_struct *task, struct vm_area_struct *vma,
 #define MAPLE_WALK_TRIES	4
 
 /*
- * The tree's root entry is a node (mt_mk_root(): tagged as an xarray's
- * internal entry, xa_is_node()), not a single entry at address 0.
- */
-static __always_inline bool maple_root_is_node(__u64 root)
-{
-	return (root & 3) == 2 && root > 4096;
-}
-
-/*
  * The slot of the node whose @n pivots begin at @pivots that covers
  * @address: the first whose pivot (its range's last address) is at or
  * above it, else the last (@n). A global function: checked once.
@@ -117,7 +108,12 @@ __noinline __u64 maple_tree_entry(__u64 root, __u64 address)
 	__u64 entry = root, node, parent;
 	__u32 type, n, slot, pivots, slots;
 
-	if (!bpf_core_field_exists(struct mm_struct___maple, mm_mt) || !maple_root_is_node(root))
+	/*
+	 * Its own check of the kernel's type, as its caller's: the verifier
+	 * checks a global function alone. The root is a node (mt_mk_root():
+	 * an xarray node entry), not a single entry at address 0.
+	 */
+	if (!bpf_core_field_exists(struct mm_struct___maple, mm_mt) || !xa_entry_is_node(root))
 		return 0;
 	for (int level = 0; level < MAPLE_WALK_LEVELS; level++) {
 		if (entry < 4096)
@@ -154,10 +150,11 @@ __noinline __u64 maple_tree_entry(__u64 root, __u64 address)
 }
 
 /*
- * @lookup's VMA from the current address space's maple tree; false (and
- * @lookup's VMA fields zero) if the kernel has none or the walk found no
- * VMA of this address space that holds the address. Call it only during
- * the fault at @lookup->address (see the invariants above).
+ * @lookup's VMA from the current address space's maple tree; false if the
+ * kernel has none or the walk found no VMA of this address space that
+ * holds the address (@lookup's VMA fields then as they were, or zero).
+ * Call it only during the fault at @lookup->address (see the invariants
+ * above).
  */
 static __always_inline bool vma_from_maple_tree(struct vma_lookup *lookup)
 {
