@@ -33,10 +33,22 @@ static struct {
 
 int budget_prepare(struct bpf_object *obj)
 {
+	memset(logs, 0, sizeof(logs));
+	return budget_prepare_more(obj);
+}
+
+void budget_forget(void)
+{
+	memset(logs, 0, sizeof(logs));
+}
+
+int budget_prepare_more(struct bpf_object *obj)
+{
 	struct bpf_program *prog;
 	int n = 0;
 
-	memset(logs, 0, sizeof(logs));
+	while (n < BUDGET_PROGRAMS && logs[n].prog)
+		n++;
 	bpf_object__for_each_program(prog, obj) {
 		if (!bpf_program__autoload(prog))
 			continue;
@@ -404,6 +416,34 @@ int budget_report(FILE *f, struct bpf_object *obj, bool loaded, const char *tool
 	}
 	memset(logs, 0, sizeof(logs));
 	return over;
+}
+
+/* " NAME T s (N insns)," of a loaded @prog; its time added to *@total. */
+static void print_time(FILE *f, const struct bpf_program *prog, unsigned long *total)
+{
+	const char *line = log_line(log_of(prog), "verification time "), *source;
+	unsigned long usec = 0;
+
+	if (!bpf_program__autoload(prog) || bpf_program__fd(prog) < 0)
+		return;
+	if (line)
+		sscanf(line, "verification time %lu usec", &usec);
+	*total += usec;
+	fprintf(f, " %s %.3f s (%lu insns),", bpf_program__name(prog), usec / 1e6,
+		verified_insns(prog, log_of(prog), &source));
+}
+
+void budget_print_times(FILE *f, struct bpf_object *const *objs, int n, const char *tool)
+{
+	struct bpf_program *prog;
+	unsigned long total = 0;
+
+	fprintf(f, "%s: load: verifier:", tool);
+	for (int i = 0; i < n; i++)
+		bpf_object__for_each_program(prog, objs[i])
+			print_time(f, prog, &total);
+	fprintf(f, " all %.3f s\n", total / 1e6);
+	memset(logs, 0, sizeof(logs));
 }
 
 void budget_header(FILE *f)

@@ -29,6 +29,10 @@ struct bpf_object;
 
 /* Before bpf_object__load: ask for the verifier's statistics of each program it will load. */
 int budget_prepare(struct bpf_object *obj);
+/* The same for one more object, the logs of those prepared before kept. */
+int budget_prepare_more(struct bpf_object *obj);
+/* Forget the logs prepared so far. */
+void budget_forget(void);
 /*
  * After a load (@loaded: it succeeded): one row per loaded program on @f, as
  * TOOL CONFIG FLAVOUR PROGRAM INSNS SOURCE STACK FRAMES; forgets the logs.
@@ -36,6 +40,12 @@ int budget_prepare(struct bpf_object *obj);
  */
 int budget_report(FILE *f, struct bpf_object *obj, bool loaded, const char *tool,
 		  const char *config, const char *flavour);
+/*
+ * After the loads prepared by budget_prepare (@objs, @n of them, loaded):
+ * each program's verification time, as the verifier's log says it, and its
+ * instructions, on one line "TOOL: load: verifier: ..."; forgets the logs.
+ */
+void budget_print_times(FILE *f, struct bpf_object *const *objs, int n, const char *tool);
 /*
  * The header of the rows; and the last line, the largest figures and the
  * verdict (none when nothing could load: the kernel's lacks were said).

@@ -21,6 +21,9 @@
 #include "cache.skel.h"
 #include "attach_choice.h"
 #include "bpf_budget.h"
+#include "bpf_cost.h"
+#include "core_btf.h"
+#include "split_load.h"
 
 #define NR_PROGRAMS 11
 
@@ -38,16 +41,11 @@ static void describe_programs(struct cache_bpf *skel, struct attach_choice *choi
 }
 
 /* Every attach point is needed; name the ones this kernel lacks. */
-static int select_programs(struct cache_bpf *skel, struct attach_choice *choices, bool use_btf)
+static int select_programs(struct cache_bpf *skel, const struct btf *vmlinux,
+			   struct attach_choice *choices, bool use_btf)
 {
-	struct btf *vmlinux = btf__load_vmlinux_btf();
 	int missing = 0;
 
-	if (!vmlinux) {
-		errmsg("kernel BTF (/sys/kernel/btf/vmlinux)", "%s; the cache tools need a kernel "
-		       "built with CONFIG_DEBUG_INFO_BTF=y", errmsg_strerror(errno));
-		return -1;
-	}
 	describe_programs(skel, choices);
 	for (int i = 0; i < NR_PROGRAMS; i++)
 		attach_choice_find(&choices[i], vmlinux, use_btf);
@@ -63,8 +61,34 @@ static int select_programs(struct cache_bpf *skel, struct attach_choice *choices
 	}
 	skel->rodata->get_pages_takes_count =
 		!kernel_param_is_pointer(vmlinux, "filemap_get_pages", 1);
-	btf__free(vmlinux);
 	return missing ? -1 : 0;
+}
+
+/*
+ * The kernel's BTF into *@vmlinux, and the skeleton opened to relocate
+ * against the part of it its CO-RE relocations can look up (core_btf.h).
+ */
+static struct cache_bpf *open_skeleton(struct btf **vmlinux,
+					struct bpf_object_open_opts *open_opts, int *err)
+{
+	size_t size;
+	const void *elf = cache_bpf__elf_bytes(&size);
+	struct cache_bpf *skel;
+
+	*vmlinux = btf__load_vmlinux_btf();
+	if (!*vmlinux) {
+		errmsg("kernel BTF (/sys/kernel/btf/vmlinux)", "%s; the cache tools need a kernel "
+		       "built with CONFIG_DEBUG_INFO_BTF=y", errmsg_strerror(errno));
+		*err = -ENOENT;
+		return NULL;
+	}
+	open_opts->btf_custom_path = core_btf_path(*vmlinux, elf, size);
+	skel = cache_bpf__open_opts(open_opts);
+	if (!skel) {
+		*err = -errno;
+		errmsg("opening BPF object", "%s", errmsg_strerror(errno));
+	}
+	return skel;
 }
 
 static bool verbose;
@@ -85,17 +109,38 @@ static int libbpf_print(enum libbpf_print_level level, const char *format, va_li
 static const char *budget_config;
 static int budget_over;
 
+static void *open_skeleton_opts(const struct bpf_object_open_opts *open_opts)
+{
+	return cache_bpf__open_opts(open_opts);
+}
+
+static struct bpf_object_skeleton *skeleton_of(void *skel)
+{
+	return ((struct cache_bpf *)skel)->skeleton;
+}
+
+static void destroy_skeleton(void *skel)
+{
+	cache_bpf__destroy(skel);
+}
+
+static const struct split_ops cache_skeleton = { open_skeleton_opts, skeleton_of,
+						 destroy_skeleton };
+/* The loaded programs: the skeleton, or its two halves (split_load.h). */
+static struct split programs = { .ops = &cache_skeleton };
+
 static struct cache_bpf *open_and_load(const struct cache_load_options *o, bool use_btf, int *err)
 {
+	LIBBPF_OPTS(bpf_object_open_opts, open_opts);
 	struct attach_choice choices[NR_PROGRAMS];
-	struct cache_bpf *skel = cache_bpf__open();
+	struct btf *vmlinux = NULL;
+	struct cache_bpf *skel = open_skeleton(&vmlinux, &open_opts, err);
+	int missing = skel ? select_programs(skel, vmlinux, choices, use_btf) : 0;
 
-	if (!skel) {
-		*err = -errno;
-		errmsg("opening BPF object", "%s", errmsg_strerror(errno));
-		return NULL;
-	}
-	if (select_programs(skel, choices, use_btf)) {
+	btf__free(vmlinux);
+	if (!skel)
+		goto fail;
+	if (missing) {
 		*err = -ENOENT;
 		goto fail;
 	}
@@ -123,7 +168,9 @@ static struct cache_bpf *open_and_load(const struct cache_load_options *o, bool 
 		*err = -ENOENT;
 		goto fail;
 	}
-	*err = cache_bpf__load(skel);
+	programs.main = skel;
+	*err = split_load(&programs, &open_opts, !budget_config && split_load_wanted(), false);
+	core_btf_close();
 	if (budget_config)
 		budget_over += budget_report(stdout, skel->obj, !*err, budget_config, o->all ?
 					     "cachestat" : "-c", use_btf ? "tp_btf" : "raw_tp");
@@ -134,7 +181,9 @@ static struct cache_bpf *open_and_load(const struct cache_load_options *o, bool 
 		return skel;
 	}
 fail:
-	cache_bpf__destroy(skel);
+	programs.main = skel;
+	split_destroy(&programs);
+	core_btf_close();
 	return NULL;
 }
 
@@ -161,7 +210,7 @@ int cache_budget(bool verbose_)
 				       budget_config, btf ? "tp_btf" : "raw_tp");
 			else if (!skel)
 				refused++;
-			cache_bpf__destroy(skel);
+			cache_unload(skel);
 		}
 	}
 	if (refused && load_failure_describe())
@@ -191,10 +240,12 @@ struct cache_bpf *cache_load(const struct cache_load_options *o)
 			       errmsg_strerror(-err));
 		return NULL;
 	}
-	err = cache_bpf__attach(skel);
+	/* Before attaching: every run of the programs counted (bpf_cost.h). */
+	cost_stats_start(false);
+	err = split_attach(&programs);
 	if (err) {
 		attach_failure_say(err, "it");
-		cache_bpf__destroy(skel);
+		cache_unload(skel);
 		return NULL;
 	}
 	return skel;
@@ -202,7 +253,17 @@ struct cache_bpf *cache_load(const struct cache_load_options *o)
 
 void cache_unload(struct cache_bpf *skel)
 {
-	cache_bpf__destroy(skel);
+	programs.main = skel;
+	split_destroy(&programs);
+	cost_stats_stop();
+}
+
+void cache_cost(struct cache_bpf *skel, struct bpf_cost *cost)
+{
+	struct bpf_object *objs[2];
+
+	(void)skel;	/* programs.main */
+	cost_read(objs, split_objects(&programs, objs), cost);
 }
 
 int cache_read_totals(struct cache_bpf *skel, __u64 totals[NR_CACHE_COUNTERS])

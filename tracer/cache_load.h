@@ -22,6 +22,9 @@ struct cache_load_options {
 /* open -> rodata -> load (tp_btf, else raw_tp) -> attach; errors said. */
 struct cache_bpf *cache_load(const struct cache_load_options *options);
 void cache_unload(struct cache_bpf *skel);
+/* The programs' run time so far (bpf_cost.h; statistics on from cache_load()). */
+struct bpf_cost;
+void cache_cost(struct cache_bpf *skel, struct bpf_cost *cost);
 /*
  * --budget (bpf_budget.h): load, never attach, cachestat's and cachetop -c's
  * programs, with tp_btf and with raw_tp; one row a program. The exit status.

@@ -25,6 +25,7 @@
 #include <bpf/bpf.h>
 #include "errmsg.h"
 #include "attach_choice.h"
+#include "bpf_cost.h"
 #include "container.h"
 #include "cgroup.h"
 #include "command.h"
@@ -445,7 +446,9 @@ static void print_summary(struct cache_bpf *skel, const __u64 *totals, int exit_
 		.dirties = totals[CACHE_DIRTIES], .mapped = totals[CACHE_MAPPED],
 	};
 	struct table procs = {}, files_table = {}, cgroups_table = {};
+	struct bpf_cost cost;
 
+	cache_cost(skel, &cost);
 	if (read_table(skel, BY_PROCESS, false, &procs) ||
 	    read_table(skel, BY_FILE, false, &files_table) ||
 	    (opts.by == BY_CGROUP && read_table(skel, BY_CGROUP, false, &cgroups_table)))
@@ -458,7 +461,10 @@ static void print_summary(struct cache_bpf *skel, const __u64 *totals, int exit_
 		json_string(stdout, opts.command);
 		printf(", \"exit_status\": %d, ", exit_code);
 		json_counts(stdout, &all);
-		printf(", \"lost\": %llu, \"processes\": ", (unsigned long long)cache_lost(totals));
+		printf(", \"lost\": %llu, ", (unsigned long long)cache_lost(totals));
+		if (cost.measured)
+			printf("\"bpf_ns\": %llu, \"bpf_runs\": %llu, ", cost.ns, cost.runs);
+		printf("\"bpf_missed\": %llu, \"processes\": ", cost.missed);
 		json_rows(stdout, &procs, BY_PROCESS);
 		fputs(", \"files\": ", stdout);
 		json_rows(stdout, &files_table, BY_FILE);
@@ -474,6 +480,7 @@ static void print_summary(struct cache_bpf *skel, const __u64 *totals, int exit_
 		       read_hit_ratio(all.hits, all.misses) * 100);
 		text_rows(stdout, opts.by == BY_FILE ? &files_table : opts.by == BY_CGROUP ?
 			  &cgroups_table : &procs, opts.by, (size_t)-1);
+		cost_print(stderr, TOOL, &cost, opts.verbose);
 	}
 	fflush(stdout);
 out:

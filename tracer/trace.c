@@ -29,10 +29,10 @@
 #include "command.h"
 #include "errmsg.h"
 #include "attach_choice.h"
+#include "bpf_cost.h"
 #include "paths.h"
 #include "trace.h"
 #include "trace_run.h"
-#include "attach_choice.h"
 #include "trace.skel.h"
 
 /* ------------------------------------------------------------------ */
@@ -67,13 +67,13 @@ static pid_t start_command(struct trace_bpf *skel)
  * turns readable when an adopted process exits, even while it is a zombie
  * nobody has reaped yet, which kill(pid, 0) cannot see.
  */
-static bool target_done(pid_t child, int adopted_pidfd, pid_t adopted, int *status)
+static bool target_done(pid_t child, int pidfd, pid_t adopted, int *status)
 {
-	struct pollfd pfd = { .fd = adopted_pidfd, .events = POLLIN };
+	struct pollfd pfd = { .fd = pidfd, .events = POLLIN };
 
 	if (child > 0)
 		return waitpid(child, status, WNOHANG) == child;
-	if (adopted_pidfd >= 0)
+	if (pidfd >= 0)
 		return poll(&pfd, 1, 0) == 1;
 	if (adopted > 0)
 		return kill(adopted, 0) && errno == ESRCH;
@@ -142,12 +142,30 @@ static void drain_events(void *ctx)
 	ring_buffer__consume(cache->rb);
 }
 
+/*
+ * Wait up to 100 ms for the kernel's wakeup or the target's end (@pidfd
+ * readable; -1: none to wait for), then read what the ring buffer holds:
+ * the kernel wakes us only once a quarter of the buffer is used, and a
+ * target's end is seen at once, not up to a timeout later. Returns
+ * ring_buffer__consume()'s.
+ */
+static int wait_and_consume(struct ring_buffer *rb, int pidfd)
+{
+	struct pollfd fds[2] = { { .fd = ring_buffer__epoll_fd(rb), .events = POLLIN },
+				 { .fd = pidfd, .events = POLLIN } };
+
+	if (poll(fds, pidfd >= 0 ? 2 : 1, 100) < 0 && errno != EINTR)
+		return -errno;
+	return ring_buffer__consume(rb);
+}
+
 /* Returns 0, or -1 when the ring buffer failed (said on stderr). */
 static int poll_until_done(struct trace_bpf *skel, struct ring_buffer *rb, pid_t child,
 			   pid_t adopted, int *status)
 {
 	struct name_cache cache = { skel, rb };
-	int pidfd = adopted > 0 ? (int)syscall(SYS_pidfd_open, adopted, 0) : -1;
+	pid_t target = child > 0 ? child : adopted;
+	int pidfd = target > 0 ? (int)syscall(SYS_pidfd_open, target, 0) : -1;
 	unsigned long long deadline = opts.duration > 0 ?
 		clock_ns(CLOCK_MONOTONIC) + (unsigned long long)(opts.duration * 1e9) : 0;
 	unsigned long long next_progress_ns = 0;
@@ -155,13 +173,7 @@ static int poll_until_done(struct trace_bpf *skel, struct ring_buffer *rb, pid_t
 	int err, result = 0;
 
 	while (!stop_requested && !run.write_failed) {
-		err = ring_buffer__poll(rb, 100);
-		/*
-		 * The kernel wakes us only once a quarter of the buffer is used, and
-		 * poll() reads only a buffer that woke it: read what waits anyway.
-		 */
-		if (err == 0)
-			err = ring_buffer__consume(rb);
+		err = wait_and_consume(rb, pidfd);
 		if (err < 0 && err != -EINTR && !run.write_failed) {
 			errmsg("reading the ring buffer", "%s", errmsg_strerror(-err));
 			result = -1;
@@ -194,15 +206,60 @@ static void reap_command(pid_t child, int *status)
 	waitpid(child, status, 0);
 }
 
+/* The mount table, the statistics, the programs attached, the ring buffer; NULL once said. */
+static struct ring_buffer *attach_programs(struct trace_bpf *skel)
+{
+	struct ring_buffer *rb;
+	int err;
+
+	if (load_mounts())
+		return NULL;
+	cost_phase("mounts");
+	/* Before attaching: every run of the programs counted. */
+	cost_stats_start(opts.no_cost);
+	cost_phase("statistics on");
+	err = attach_loaded(skel);
+	if (err) {
+		attach_failure_say(err, "--used");
+		return NULL;
+	}
+	cost_phase("attach");
+	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), handle_event, NULL, NULL);
+	if (!rb)
+		errmsg("ring buffer", "%s", errmsg_strerror(errno));
+	return rb;
+}
+
+/* The target is done: the trailer and the summary. Returns trace's exit status. */
+static int finish(struct trace_bpf *skel, bool started, int status)
+{
+	struct lost_counts lost = read_lost(skel);
+	unsigned long long duration_us;
+	struct bpf_cost cost;
+	int exit_code;
+
+	loaded_cost(skel, &cost);
+	duration_us = (clock_ns(CLOCK_MONOTONIC) - run.start_mono_ns) / 1000;
+	write_trailer(&lost, duration_us, &cost);
+	if (run.write_failed || ferror(run.out)) {
+		errmsg("writing the trace", "%s", errmsg_strerror(errno ? errno : EIO));
+		return 1;
+	}
+	report(&lost, duration_us, &cost);
+	exit_code = started ? exit_code_of(status) : 0;
+	if (exit_code == 0 && lost.total && !opts.allow_lost)
+		exit_code = EXIT_LOST;
+	return exit_code;
+}
+
 int main(int argc, char **argv)
 {
 	struct trace_bpf *skel = NULL;
 	struct ring_buffer *rb = NULL;
-	struct lost_counts lost = {};
 	pid_t child = -1, adopted = -1;
-	unsigned long long duration_us;
-	int status = 0, exit_code = 1, err;
+	int status = 0, exit_code = 1;
 
+	cost_phase_start();
 	errmsg_init(TOOL);
 	if (parse_options(argc, argv))
 		return 2;
@@ -216,20 +273,8 @@ int main(int argc, char **argv)
 	if (opts.container && container_target_check())
 		goto cleanup;
 	skel = load_programs();
-	if (!skel)
+	if (!skel || !(rb = attach_programs(skel)))
 		goto cleanup;
-	if (load_mounts())
-		goto cleanup;
-	err = trace_bpf__attach(skel);
-	if (err) {
-		attach_failure_say(err, "--used");
-		goto cleanup;
-	}
-	rb = ring_buffer__new(bpf_map__fd(skel->maps.events), handle_event, NULL, NULL);
-	if (!rb) {
-		errmsg("ring buffer", "%s", errmsg_strerror(errno));
-		goto cleanup;
-	}
 	install_signal_handlers();
 	measure_clock_offset();
 	write_header(run.out);
@@ -244,27 +289,22 @@ int main(int argc, char **argv)
 		goto cleanup;
 	if ((opts.command || opts.argv) && (child = start_command(skel)) < 0)
 		goto cleanup;
+	cost_phase("start");
+	if (opts.verbose)
+		cost_phases_print(stderr, TOOL);
 
 	if (poll_until_done(skel, rb, child, adopted, &status))
 		goto cleanup;	/* reap_command() below stops the command */
 	reap_command(child, &status);
-	lost = read_lost(skel);
-	duration_us = (clock_ns(CLOCK_MONOTONIC) - run.start_mono_ns) / 1000;
-	write_trailer(&lost, duration_us);
-	if (run.write_failed || ferror(run.out)) {
-		errmsg("writing the trace", "%s", errmsg_strerror(errno ? errno : EIO));
-		goto cleanup;
-	}
-	report(&lost, duration_us);
-	exit_code = child > 0 ? exit_code_of(status) : 0;
-	if (exit_code == 0 && lost.total && !opts.allow_lost)
-		exit_code = EXIT_LOST;
+	exit_code = finish(skel, child > 0, status);
+	child = -1;	/* reaped */
 
 cleanup:
 	if (exit_code == 1 && child > 0)
 		reap_command(child, &status);
 	ring_buffer__free(rb);
-	trace_bpf__destroy(skel);
+	unload_programs(skel);
+	cost_stats_stop();
 	if (run.out && run.out != stdout)
 		fclose(run.out);
 	else if (run.out)

@@ -7,6 +7,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +21,9 @@
 #include "trace.skel.h"
 #include "attach_choice.h"
 #include "bpf_budget.h"
+#include "bpf_cost.h"
+#include "core_btf.h"
+#include "split_load.h"
 
 /* Why a tracepoint is attached. */
 enum tracepoint_role {
@@ -102,22 +106,19 @@ static int report_missing(const struct attach_choice *tps, const enum tracepoint
  * Decide which programs load. Missing required tracepoints are fatal and
  * named; missing optional ones only cost the "cause" column.
  */
-static int select_programs(struct trace_bpf *skel, bool use_btf, bool *want_cause,
-			   struct attach_choice *tps, bool *loaded)
+static int select_programs(struct trace_bpf *skel, const struct btf *vmlinux, bool use_btf,
+			   bool *want_cause, struct attach_choice *tps, bool *loaded)
 {
 	enum tracepoint_role roles[NR_TRACEPOINTS];
-	struct btf *vmlinux = load_kernel_btf();
 	int missing_required, missing_optional;
 
-	if (!vmlinux)
-		return -1;
 	describe_tracepoints(skel, tps, roles);
 	for (int i = 0; i < NR_TRACEPOINTS; i++)
 		attach_choice_find(&tps[i], vmlinux, use_btf);
 	attach_choice_functions(tps, NR_TRACEPOINTS, vmlinux);
 	skel->rodata->get_pages_takes_count =
 		!kernel_param_is_pointer(vmlinux, "filemap_get_pages", 1);
-	btf__free(vmlinux);
+	cost_phase("attach choice");
 	missing_required = report_missing(tps, roles, &missing_optional);
 	/*
 	 * The cause is all or nothing: a partial cause would mislead. Only -x
@@ -137,18 +138,101 @@ static int select_programs(struct trace_bpf *skel, bool use_btf, bool *want_caus
 	return missing_required ? -1 : 0;
 }
 
+/* The context of symbol_lookup()'s program: the name in, its address out. */
+struct symbol_lookup {
+	char name[64];
+	__u64 address;
+};
+
 /*
- * The address of a kernel function, from /proc/kallsyms; 0 when the kernel
- * lacks it or hides addresses (kptr_restrict). Used to recognise
- * blk-throttle's worker (trace.bpf.c: throttled_for_traced).
+ * The address of kernel symbol @name into *@address, from the kernel
+ * itself: bpf_kallsyms_lookup_name() (v5.16), which only syscall programs
+ * may call, run once with the name as its context: one lookup, where
+ * reading /proc/kallsyms has the kernel format every symbol it has. The
+ * helper answers only whom /proc/kallsyms would show addresses to
+ * (kptr_restrict). Returns 0 (found), -ENOENT (no such symbol), or another
+ * error where the kernel cannot say.
+ */
+static int symbol_lookup(const char *name, __u64 *address)
+{
+	enum { NAME = sizeof(((struct symbol_lookup *)0)->name), WORDS = NAME / 8 };
+	/* The name goes to the stack: helpers take no context memory. */
+	struct bpf_insn insns[2 * WORDS + 12] = {
+		{ .code = BPF_ALU64 | BPF_MOV | BPF_X, .dst_reg = BPF_REG_6, .src_reg = BPF_REG_1 },
+	};
+	struct bpf_insn *insn = insns + 1;
+
+	for (int i = 0; i < WORDS; i++) {	/* fp[-8 - NAME + 8 i] = ctx->name[8 i] */
+		*insn++ = (struct bpf_insn){ .code = BPF_LDX | BPF_MEM | BPF_DW,
+					     .dst_reg = BPF_REG_1, .src_reg = BPF_REG_6, .off = 8 * i };
+		*insn++ = (struct bpf_insn){ .code = BPF_STX | BPF_MEM | BPF_DW,
+					     .dst_reg = BPF_REG_10, .src_reg = BPF_REG_1,
+					     .off = -8 - NAME + 8 * i };
+	}
+	/* r0 = lookup(fp - 8 - NAME, NAME, 0, fp - 8) */
+	*insn++ = (struct bpf_insn){ .code = BPF_ALU64 | BPF_MOV | BPF_X, .dst_reg = BPF_REG_1,
+				     .src_reg = BPF_REG_10 };
+	*insn++ = (struct bpf_insn){ .code = BPF_ALU64 | BPF_ADD | BPF_K, .dst_reg = BPF_REG_1,
+				     .imm = -8 - NAME };
+	*insn++ = (struct bpf_insn){ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_2,
+				     .imm = NAME };
+	*insn++ = (struct bpf_insn){ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_3 };
+	*insn++ = (struct bpf_insn){ .code = BPF_ALU64 | BPF_MOV | BPF_X, .dst_reg = BPF_REG_4,
+				     .src_reg = BPF_REG_10 };
+	*insn++ = (struct bpf_insn){ .code = BPF_ALU64 | BPF_ADD | BPF_K, .dst_reg = BPF_REG_4,
+				     .imm = -8 };
+	*insn++ = (struct bpf_insn){ .code = BPF_JMP | BPF_CALL,
+				     .imm = BPF_FUNC_kallsyms_lookup_name };
+	/* if (r0 == 0) ctx->address = fp[-8]; return r0 */
+	*insn++ = (struct bpf_insn){ .code = BPF_JMP | BPF_JNE | BPF_K, .dst_reg = BPF_REG_0,
+				     .off = 2 };
+	*insn++ = (struct bpf_insn){ .code = BPF_LDX | BPF_MEM | BPF_DW, .dst_reg = BPF_REG_1,
+				     .src_reg = BPF_REG_10, .off = -8 };
+	*insn++ = (struct bpf_insn){ .code = BPF_STX | BPF_MEM | BPF_DW, .dst_reg = BPF_REG_6,
+				     .src_reg = BPF_REG_1,
+				     .off = offsetof(struct symbol_lookup, address) };
+	*insn++ = (struct bpf_insn){ .code = BPF_JMP | BPF_EXIT };
+	/* Syscall programs are sleepable only. */
+	LIBBPF_OPTS(bpf_prog_load_opts, load, .prog_flags = BPF_F_SLEEPABLE);
+	struct symbol_lookup ctx = {};
+	LIBBPF_OPTS(bpf_test_run_opts, run_opts, .ctx_in = &ctx, .ctx_size_in = sizeof(ctx));
+	int prog, err;
+
+	if (strlen(name) >= sizeof(ctx.name))
+		return -ENAMETOOLONG;
+	strcpy(ctx.name, name);
+	prog = bpf_prog_load(BPF_PROG_TYPE_SYSCALL, "symbol_lookup", "GPL", insns, insn - insns,
+			     &load);
+	if (prog < 0)
+		return prog;
+	err = bpf_prog_test_run_opts(prog, &run_opts);
+	close(prog);
+	if (err)
+		return err;
+	*address = ctx.address;
+	return (int)run_opts.retval;
+}
+
+/*
+ * The address of a kernel function: from the kernel (symbol_lookup), else
+ * from /proc/kallsyms; 0 when the kernel lacks it or hides addresses
+ * (kptr_restrict). Used to recognise blk-throttle's worker (trace.bpf.c:
+ * throttled_for_traced).
  */
 static __u64 kernel_function_address(const char *name)
 {
-	FILE *f = fopen("/proc/kallsyms", "r");
 	char line[256], symbol[128], type;
 	unsigned long long address;
 	__u64 found = 0;
+	int err = symbol_lookup(name, &found);
+	FILE *f;
 
+	if (!err || err == -ENOENT)
+		return found;
+	if (opts.verbose)
+		fprintf(stderr, "%s: load: bpf_kallsyms_lookup_name() refused (%s): reading "
+			"/proc/kallsyms\n", TOOL, strerror(-err));
+	f = fopen("/proc/kallsyms", "r");
 	if (!f)
 		return 0;
 	while (!found && fgets(line, sizeof(line), f)) {
@@ -192,24 +276,63 @@ static void explain_load_error(int err)
 /* --budget: the configuration being measured (NULL: not measuring), and the programs over. */
 static const char *budget_config;
 static int budget_over;
-
-/* open -> set rodata -> load, with either the tp_btf or the raw_tp programs. */
-static struct trace_bpf *open_and_load(bool use_btf, int *err)
+/* -v: each program's verification time, from the verifier's statistics. */
+static bool verifier_times;
+static void *open_skeleton_opts(const struct bpf_object_open_opts *open_opts)
 {
-	LIBBPF_OPTS(bpf_object_open_opts, open_opts, .btf_custom_path = opts.btf_path);
-	struct attach_choice tps[NR_TRACEPOINTS];
-	struct trace_bpf *skel = trace_bpf__open_opts(&open_opts);
-	bool want_cause = false, loaded[NR_TRACEPOINTS];
+	return trace_bpf__open_opts(open_opts);
+}
 
+static struct bpf_object_skeleton *skeleton_of(void *skel)
+{
+	return ((struct trace_bpf *)skel)->skeleton;
+}
+
+static void destroy_skeleton(void *skel)
+{
+	trace_bpf__destroy(skel);
+}
+
+static const struct split_ops trace_skeleton = { open_skeleton_opts, skeleton_of,
+						 destroy_skeleton };
+/* The loaded programs: the skeleton, or its two halves (split_load.h). */
+static struct split programs = { .ops = &trace_skeleton };
+
+/*
+ * The kernel's BTF into *@vmlinux, and the skeleton opened to relocate
+ * against the part of it its CO-RE relocations can look up (core_btf.h).
+ */
+static struct trace_bpf *open_skeleton(struct btf **vmlinux,
+					struct bpf_object_open_opts *open_opts, int *err)
+{
+	size_t size;
+	const void *elf = trace_bpf__elf_bytes(&size);
+	struct trace_bpf *skel;
+	const char *cut;
+
+	*vmlinux = load_kernel_btf();
+	cost_phase("kernel BTF");
+	if (!*vmlinux) {
+		*err = -ENOENT;
+		return NULL;
+	}
+	cut = core_btf_path(*vmlinux, elf, size);
+	open_opts->btf_custom_path = cut ? cut : opts.btf_path;
+	cost_phase("CO-RE BTF");
+	if (opts.verbose)
+		core_btf_print(stderr, TOOL);
+	skel = trace_bpf__open_opts(open_opts);
+	cost_phase("open");
 	if (!skel) {
 		*err = -errno;
 		errmsg("opening BPF object", "%s", errmsg_strerror(errno));
-		return NULL;
 	}
-	if (select_programs(skel, use_btf, &want_cause, tps, loaded)) {
-		*err = -ENOENT;
-		goto fail;
-	}
+	return skel;
+}
+
+/* The rodata and the maps' sizes from the options and the kernel; 0, or -ENOENT once said. */
+static int configure(struct trace_bpf *skel, bool want_cause)
+{
 	skel->rodata->trace_all = opts.all;
 	skel->rodata->follow_children = !opts.no_children;
 	skel->rodata->trace_cgroup = opts.cgroup_path || opts.container;
@@ -223,26 +346,65 @@ static struct trace_bpf *open_and_load(bool use_btf, int *err)
 	run.walk_name = skel->rodata->use_bpf_loop ? "bpf_loop" : "unrolled";
 	/* Unrolled, the metadata branch makes the walk too long to verify. */
 	skel->rodata->want_metadata = skel->rodata->use_bpf_loop;
-
 	if (opts.used && !skel->rodata->use_bpf_loop) {
 		errmsg("--used", "the kernel lacks bpf_loop (v5.17), which --used needs");
-		*err = -ENOENT;
-		goto fail;
+		return -ENOENT;
 	}
-	/* -a credits every bio already: no need to scan /proc/kallsyms. */
+	cost_phase("probes");
+	/* -a credits every bio already: no need to look blk-throttle's worker up. */
 	if (!opts.all)
 		skel->rodata->throttle_dispatch_fn =
 			kernel_function_address("blk_throtl_dispatch_work_fn");
+	cost_phase("kernel symbol");
 	bpf_map__set_max_entries(skel->maps.events, opts.ringbuf_bytes);
 	if (opts.page_states)
 		bpf_map__set_max_entries(skel->maps.page_states, opts.page_states);
 	skel->rodata->wakeup_bytes = opts.ringbuf_bytes / 4;
 	skel->rodata->use_task_storage = thread_storage_fallback(skel->obj);
-	if (budget_config && budget_prepare(skel->obj)) {
+	if (budget_config && budget_prepare(skel->obj))
+		return -ENOENT;
+	cost_phase("probes");
+	return 0;
+}
+
+/*
+ * Load @skel's programs: at once, or, for the many programs of --used on
+ * two CPUs or more, in two halves at once (split_load.h), opened like @skel
+ * with @open_opts. Returns 0 or the error.
+ */
+static int load_skeleton(struct trace_bpf *skel, const struct bpf_object_open_opts *open_opts)
+{
+	bool split = opts.used && !budget_config && split_load_wanted();
+
+	programs.main = skel;
+	if (verifier_times && !budget_config)
+		budget_forget();
+	if (split && opts.verbose)
+		fprintf(stderr, "%s: load: the programs verified in two halves at once\n", TOOL);
+	return split_load(&programs, open_opts, split, verifier_times && !budget_config);
+}
+
+/* open -> set rodata -> load, with either the tp_btf or the raw_tp programs. */
+static struct trace_bpf *open_and_load(bool use_btf, int *err)
+{
+	LIBBPF_OPTS(bpf_object_open_opts, open_opts);
+	struct attach_choice tps[NR_TRACEPOINTS];
+	struct btf *vmlinux = NULL;
+	struct trace_bpf *skel = open_skeleton(&vmlinux, &open_opts, err);
+	bool want_cause = false, loaded[NR_TRACEPOINTS];
+	struct bpf_object *objs[2];
+
+	if (!skel)
+		goto fail;
+	if (select_programs(skel, vmlinux, use_btf, &want_cause, tps, loaded) ||
+	    (*err = configure(skel, want_cause))) {
 		*err = -ENOENT;
 		goto fail;
 	}
-	*err = trace_bpf__load(skel);
+	*err = load_skeleton(skel, &open_opts);
+	cost_phase("load");
+	if (verifier_times && !budget_config && !*err)
+		budget_print_times(stderr, objs, split_objects(&programs, objs), TOOL);
 	if (budget_config)
 		budget_over += budget_report(stdout, skel->obj, !*err, TOOL, budget_config,
 					     use_btf ? "tp_btf" : "raw_tp");
@@ -250,10 +412,53 @@ static struct trace_bpf *open_and_load(bool use_btf, int *err)
 		goto fail;
 	if (opts.verbose)
 		attach_choice_print(stderr, TOOL, tps, NR_TRACEPOINTS, loaded);
+	btf__free(vmlinux);
+	core_btf_close();
 	return skel;
 fail:
-	trace_bpf__destroy(skel);
+	programs.main = skel;
+	split_destroy(&programs);
+	btf__free(vmlinux);
+	core_btf_close();
 	return NULL;
+}
+
+int attach_loaded(struct trace_bpf *skel)
+{
+	(void)skel;	/* programs.main */
+	return split_attach(&programs);
+}
+
+void loaded_cost(struct trace_bpf *skel, struct bpf_cost *cost)
+{
+	struct bpf_object *objs[2];
+
+	(void)skel;
+	cost_read(objs, split_objects(&programs, objs), cost);
+}
+
+void unload_programs(struct trace_bpf *skel)
+{
+	programs.main = skel;
+	split_destroy(&programs);
+}
+
+/*
+ * With -v, a load with the verifier's statistics; a refusal is loaded again
+ * without them, so that libbpf prints the verifier's log, with its reason
+ * (a log given to libbpf is not printed).
+ */
+static struct trace_bpf *load_flavour(bool use_btf, int *err)
+{
+	struct trace_bpf *skel;
+
+	verifier_times = opts.verbose;
+	skel = open_and_load(use_btf, err);
+	if (!skel && *err != -ENOENT && verifier_times) {
+		verifier_times = false;
+		skel = open_and_load(use_btf, err);
+	}
+	return skel;
 }
 
 struct trace_bpf *load_programs(void)
@@ -262,14 +467,14 @@ struct trace_bpf *load_programs(void)
 	int err = 0;
 
 	if (opts.attach != ATTACH_RAW_TP) {
-		skel = open_and_load(true, &err);
+		skel = load_flavour(true, &err);
 		run.attach_name = "tp_btf";
 		if (skel || err == -ENOENT || opts.attach == ATTACH_TP_BTF)
 			goto out;
 		if (opts.verbose)
 			fprintf(stderr, "%s: tp_btf programs refused (%s); trying raw_tp\n", TOOL, strerror(-err));
 	}
-	skel = open_and_load(false, &err);
+	skel = load_flavour(false, &err);
 	run.attach_name = "raw_tp";
 out:
 	if (!skel && err != -ENOENT)
@@ -321,7 +526,7 @@ int trace_budget(void)
 				       configs[i].name, btf ? "tp_btf" : "raw_tp");
 			else if (!skel)
 				explain_load_error(err), refused++;
-			trace_bpf__destroy(skel);
+			unload_programs(skel);
 		}
 	}
 	return budget_verdict(TOOL, budget_over, refused);

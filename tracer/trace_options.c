@@ -70,6 +70,7 @@ enum {
 	OPT_WAIT,
 	OPT_PATHS,
 	OPT_BUDGET,
+	OPT_NO_COST,
 };
 
 static const struct argp_option argp_options[] = {
@@ -104,6 +105,9 @@ static const struct argp_option argp_options[] = {
 	{ "budget", OPT_BUDGET, NULL, 0, "Trace nothing: load each program as every configuration "
 	  "and attach mode would, and print its verified instructions and stack; exit 1 above "
 	  "500000 or 448 bytes", 0 },
+	{ "no-cost", OPT_NO_COST, NULL, 0, "Leave the kernel's BPF run-time statistics as they are "
+	  "(by default on for the run, for the BPF cost line; they add a little to every BPF "
+	  "program's run)", 0 },
 	{ "no-bpf-loop", OPT_NO_BPF_LOOP, NULL, OPTION_HIDDEN,
 	  "Walk bios as on kernels without bpf_loop (for tests)", 0 },
 	{ "names-kept", OPT_NAMES_KEPT, "N", OPTION_HIDDEN,
@@ -141,6 +145,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case OPT_USED: opts.used = true; break;
 	case OPT_DROP_CACHES: opts.drop_caches = true; break;
 	case OPT_BUDGET: opts.budget = true; break;
+	case OPT_NO_COST: opts.no_cost = true; break;
 	case OPT_NAMES_KEPT:
 		if (parse_size(arg, &size) || size < 1 || size > (1UL << 30))
 			argp_error(state, "--names-kept must be from 1 to 1G: %s", arg);

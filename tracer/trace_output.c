@@ -18,6 +18,7 @@
 #include <sys/statfs.h>
 #include <sys/sysmacros.h>
 #include <sys/utsname.h>
+#include "bpf_cost.h"
 #include "paths.h"
 #include "trace.h"
 #include "errmsg.h"
@@ -249,13 +250,31 @@ int handle_event(void *ctx, void *data, size_t size)
 	return 0;
 }
 
-void write_trailer(const struct lost_counts *lost, unsigned long long duration_us)
+/* The programs' run time, one comment line each (docs/trace-format.md, "Trailer"). */
+static void write_cost(const struct bpf_cost *cost)
 {
+	if (!cost->measured) {
+		fprintf(run.out, "# bpf: not measured (%s)\n", cost->why_not);
+		return;
+	}
+	for (int i = 0; i < cost->n; i++)
+		fprintf(run.out, "# bpf: %s runs=%llu run_time_ns=%llu missed=%llu\n",
+			cost->program[i].name, cost->program[i].runs, cost->program[i].ns,
+			cost->program[i].missed);
+}
+
+void write_trailer(const struct lost_counts *lost, unsigned long long duration_us,
+		   const struct bpf_cost *cost)
+{
+	write_cost(cost);
 	fprintf(run.out, "# end: pages=%llu bytes=%llu files=%zu duration_us=%llu lost=%llu "
 		"metadata=%llu", run.pages, run.pages * run.page_size, files.files_read, duration_us,
 		lost->total, run.metadata_pages);
 	if (opts.used)
 		fprintf(run.out, " accessed=%llu mapped=%llu", run.accessed, run.mapped);
+	if (cost->measured)
+		fprintf(run.out, " bpf_ns=%llu bpf_runs=%llu", cost->ns, cost->runs);
+	fprintf(run.out, " bpf_missed=%llu", cost->missed);
 	putc('\n', run.out);
 	fflush(run.out);
 }
@@ -324,7 +343,8 @@ static void say_if_warm(void)
 		opts.used ? " --used" : "", opts.extra ? " -x" : "");
 }
 
-void report(const struct lost_counts *lost, unsigned long long duration_us)
+void report(const struct lost_counts *lost, unsigned long long duration_us,
+	    const struct bpf_cost *cost)
 {
 	double seconds = duration_us / 1e6;
 
@@ -341,6 +361,7 @@ void report(const struct lost_counts *lost, unsigned long long duration_us)
 		"%.0f events/s, %llu lost\n", TOOL, run.pages, run.metadata_pages,
 		run.pages * (double)run.page_size / (1 << 20), files.files_read,
 		seconds, seconds > 0 ? run.bios / seconds : 0.0, lost->total);
+	cost_print(stderr, TOOL, cost, opts.verbose);
 	say_if_warm();
 	if (files.forgotten)
 		fprintf(stderr, "%s: %llu file names not used lately were forgotten to bound memory "

@@ -50,6 +50,7 @@ struct options {
 	bool drop_caches;	/* --drop-caches: the command starts cold */
 	unsigned long page_states;	/* --page-states: entries of 64 pages, 0 = default */
 	bool budget;		/* --budget: the verifier's figures, nothing traced */
+	bool no_cost;		/* --no-cost: BPF run-time statistics left as they are */
 };
 
 extern struct options opts;
@@ -79,6 +80,7 @@ struct lost_counts {
 };
 
 struct trace_bpf;
+struct bpf_cost;
 
 /* trace_container.c: --container. check: before loading, 0 or -1 (said);
  * wait: once attached, 0 (found, traced), 1 (*stop first) or -1 (said). */
@@ -97,12 +99,20 @@ void note_program(const char *name);
 int open_output(void);
 void write_header(FILE *out);
 int handle_event(void *ctx, void *data, size_t size);
-void write_trailer(const struct lost_counts *lost, unsigned long long duration_us);
-void report(const struct lost_counts *lost, unsigned long long duration_us);
+void write_trailer(const struct lost_counts *lost, unsigned long long duration_us,
+		   const struct bpf_cost *cost);
+void report(const struct lost_counts *lost, unsigned long long duration_us,
+	    const struct bpf_cost *cost);
 
 /* trace_load.c */
 int trace_libbpf_print(enum libbpf_print_level level, const char *format, va_list args);
 struct trace_bpf *load_programs(void);
+/* The loaded programs attached (skel's, or the parts' of a split load). */
+int attach_loaded(struct trace_bpf *skel);
+/* Their run time so far (bpf_cost.h). */
+void loaded_cost(struct trace_bpf *skel, struct bpf_cost *cost);
+/* Detach and close them, and @skel. */
+void unload_programs(struct trace_bpf *skel);
 struct lost_counts read_lost(struct trace_bpf *skel);
 /* --budget (bpf_budget.h): the exit status. */
 int trace_budget(void);
