@@ -369,7 +369,8 @@ def test_without_used_output_stays_version_1(data_dir, tmp_path):
     assert trace.header["columns"] == "timestamp_us path offset"
     assert "records" not in trace.header
     assert not trace.header["tracer"].endswith("used)")
-    assert set(trace.trailer) == {"pages", "bytes", "files", "duration_us", "lost", "metadata"}
+    assert set(trace.trailer) == {"pages", "bytes", "files", "duration_us", "lost", "metadata",
+                                  "bpf_ns", "bpf_runs", "bpf_missed"}
     assert all(len(r[3]) == 0 for r in trace.records)
     assert trace.page_set(f) == cached_since_eviction(f)
 
