@@ -19,9 +19,13 @@ matrix): --modes untraced,trace,readpage.bt,readpage.stp there.
 build's binaries (say, the previous build's), side by side in the same
 rounds.
 
+--real-start times real cold starts instead (firefox-esr, chromium, the
+pandas import): bench/trace_start.py says how.
+
 Prints a Markdown table; --json prints the numbers instead.
 Run as root:  sudo bench/bench_trace.py [--rounds 5] [--count 200000]
               sudo bench/bench_trace.py --device zram --count 150000
+              sudo bench/bench_trace.py --real-start --rounds 10
 """
 import argparse
 import contextlib
@@ -108,9 +112,11 @@ def workload_seconds(text):
     return float(m.group(1))
 
 
+# Each runner returns (workload seconds, records, lost, BPF seconds the tool
+# reports or None).
 def run_untraced(cmd):
     out = subprocess.run(cmd, capture_output=True, text=True, check=True).stdout
-    return workload_seconds(out), None, 0
+    return workload_seconds(out), None, 0, None
 
 
 def run_trace(cmd, *options, binary=TRACE):
@@ -121,7 +127,8 @@ def run_trace(cmd, *options, binary=TRACE):
             raise RuntimeError("trace failed: " + proc.stderr)
         trailer = open(log.name).read().rsplit("# end: ", 1)[1]
     fields = dict(kv.split("=") for kv in trailer.split())
-    return workload_seconds(proc.stdout), int(fields["pages"]), int(fields["lost"])
+    bpf = int(fields["bpf_ns"]) / 1e9 if "bpf_ns" in fields else None
+    return workload_seconds(proc.stdout), int(fields["pages"]), int(fields["lost"]), bpf
 
 
 def run_readpage_bt(cmd):
@@ -131,7 +138,7 @@ def run_readpage_bt(cmd):
         raise RuntimeError("bpftrace failed: " + proc.stderr[-2000:])
     records = sum(1 for line in proc.stdout.splitlines() if line.startswith("@@pt "))
     lost = sum(int(n) for n in re.findall(r"Lost (\d+) events", proc.stdout + proc.stderr))
-    return workload_seconds(proc.stdout), records, lost
+    return workload_seconds(proc.stdout), records, lost, None
 
 
 def run_readpage_stap(cmd):
@@ -143,7 +150,7 @@ def run_readpage_stap(cmd):
         raise RuntimeError("readpage-stap failed: " + proc.stderr[-2000:])
     records = sum(1 for line in proc.stdout.splitlines() if line.startswith("@@pt "))
     lost = sum(int(n) for n in re.findall(r"skipped probes: (\d+)", proc.stderr))
-    return workload_seconds(proc.stdout), records, lost
+    return workload_seconds(proc.stdout), records, lost, None
 
 
 def run_trace_used(cmd, binary=TRACE):
@@ -160,8 +167,9 @@ def run_cachetop(cmd, binary=CACHETOP):
         raise RuntimeError("cachetop failed: " + proc.stderr[-2000:])
     report = json.loads(proc.stdout[proc.stdout.index("{"):])
     records = int(report["hits"]) + int(report["misses"])
+    bpf = report["bpf_ns"] / 1e9 if "bpf_ns" in report else None
     # cachetop -c gives the command's output to stderr, its report to stdout.
-    return workload_seconds(proc.stderr), records, int(report["lost"])
+    return workload_seconds(proc.stderr), records, int(report["lost"]), bpf
 
 
 def baseline_modes(binary):
@@ -182,14 +190,15 @@ def measure(rounds, count, file_size, modes, directory=WORK_DIR):
     binary = build_workload()
     path = make_file(file_size, directory)
     cmd = [binary, path, str(count)]
-    results = {name: {"seconds": [], "events": [], "lost": 0} for name, _ in modes}
+    results = {name: {"seconds": [], "events": [], "lost": 0, "bpf": []} for name, _ in modes}
     for r in range(rounds):
         # Rotate the order every round, so no mode always runs first.
         order = modes[r % len(modes):] + modes[:r % len(modes)]
         for name, runner in order:
             evict(path)
-            seconds, events, lost = runner(cmd)
+            seconds, events, lost, bpf = runner(cmd)
             results[name]["seconds"].append(seconds)
+            results[name]["bpf"].append(bpf)
             if events is not None:
                 results[name]["events"].append(events)
             results[name]["lost"] += lost
@@ -281,27 +290,35 @@ def summarize(results, count):
             "events_per_s": (sum(events) / len(events)) / mean if events else None,
             "records_per_run": (sum(events) / len(events)) if events else None,
             "lost": results[name]["lost"], "faults_per_run": count,
+            # The tool's own figure of its BPF time beside what the workload lost
+            # to it (paired by round): the first should explain most of the second.
+            "bpf_s": statistics.median(bpf) if (bpf := [b for b in results[name]["bpf"]
+                                                         if b is not None]) else None,
+            "added_s": statistics.median(
+                t - u for t, u in zip(secs, results["untraced"]["seconds"])),
         })
     return rows
 
 
 def markdown(rows):
     lines = ["| mode | runs | workload time (s) | × untraced | median × untraced, paired by round "
-             "| records/run | events/s | lost |",
-             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+             "| + s, paired (median) | BPF s the tool reports (median) | records/run | events/s "
+             "| lost |",
+             "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         ci = f" ± {r['ci95_s']:.3f}" if r["ci95_s"] is not None else ""
         rec = f"{r['records_per_run']:.0f}" if r["records_per_run"] is not None else "–"
         eps = f"{r['events_per_s']:.0f}" if r["events_per_s"] is not None else "–"
+        bpf = f"{r['bpf_s']:.3f}" if r["bpf_s"] is not None else "–"
         lines.append(f"| {r['mode']} | {r['runs']} | {r['mean_s']:.3f}{ci} | "
-                     f"{r['ratio_vs_untraced']:.3f} | {r['median_paired_ratio']:.3f} | {rec} | {eps} | "
-                     f"{r['lost']} |")
+                     f"{r['ratio_vs_untraced']:.3f} | {r['median_paired_ratio']:.3f} | "
+                     f"{r['added_s']:+.3f} | {bpf} | {rec} | {eps} | {r['lost']} |")
     return "\n".join(lines)
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, help="default 5; --real-start: 10")
     parser.add_argument("--count", type=int, default=200000, help="faults per run")
     parser.add_argument("--file-size-mib", type=int, default=1024)
     parser.add_argument("--json", action="store_true")
@@ -312,9 +329,25 @@ def main():
     parser.add_argument("--baseline", metavar="TRACE",
                         help="also run the trace and cachetop modes with this trace binary "
                              "(and the cachetop beside it)")
+    parser.add_argument("--real-start", action="store_true",
+                        help="instead: cold starts of real applications (trace_start.py)")
+    parser.add_argument("--apps", default="firefox,chromium,pandas",
+                        help="--real-start: from firefox, chromium, pandas")
+    parser.add_argument("--timeout", type=float, default=120, help="--real-start: s a run")
+    parser.add_argument("--tools", metavar="DIR",
+                        help="--real-start: trace and cachetop from DIR (default: tracer/)")
     parser.add_argument("--modes", default=",".join(name for name, _ in MODES if name != "readpage.stp"),
                         help="comma-separated, from: " + ", ".join(name for name, _ in MODES))
     args = parser.parse_args()
+    args.rounds = args.rounds or (None if args.real_start else 5)
+    if args.real_start:
+        if os.geteuid() != 0:
+            sys.exit("bench_trace: needs root (BPF, drop_caches)")
+        sys.path.insert(0, HERE)
+        import trace_start  # noqa: E402  (beside this script)
+        trace_start.main(args.apps.split(","), args.rounds or 10, args.timeout, args.json,
+                         args.tools, args.baseline and os.path.dirname(args.baseline))
+        return
     known = dict(MODES)
     wanted = [m.strip() for m in args.modes.split(",")]
     if "untraced" not in wanted or any(m not in known for m in wanted):
