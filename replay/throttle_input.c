@@ -112,43 +112,23 @@ int throttle_parse(const char *text, struct throttle_limits *lim,
 	return ret;
 }
 
-/* --- mounts ---------------------------------------------------------- */
-
 /* --- the disk under a file ------------------------------------------- */
-
-struct mount_of_dev {
-	dev_t dev;
-	char fstype[64], source[PATH_MAX];
-	int found;
-};
-
-static int match_dev(const struct mount_entry *m, void *arg)
-{
-	struct mount_of_dev *want = arg;
-
-	if (m->dev != want->dev)
-		return 0;
-	snprintf(want->fstype, sizeof(want->fstype), "%s", m->fstype);
-	snprintf(want->source, sizeof(want->source), "%s", m->source);
-	want->found = 1;
-	return 1;
-}
 
 /* A filesystem on an anonymous device (major 0: tmpfs, overlay, btrfs,
  * network filesystems): its mount source, when that is a block device
  * node (btrfs on one device), is the device; otherwise there is none. */
 static int anonymous_dev_source(dev_t dev, const char *path, dev_t *block)
 {
-	struct mount_of_dev want = {.dev = dev};
+	struct mount_copy want;
 	struct stat st;
+	int found = mount_of_dev(dev, &want) > 0;
 
-	for_each_mount(match_dev, &want);
-	if (want.found && want.source[0] == '/' &&
+	if (found && want.source[0] == '/' &&
 	    stat(want.source, &st) == 0 && S_ISBLK(st.st_mode)) {
 		*block = st.st_rdev;
 		return 0;
 	}
-	if (!want.found)
+	if (!found)
 		errmsg(path, "cannot throttle: its filesystem (device %u:%u) "
 		       "is not in /proc/self/mountinfo", major(dev),
 		       minor(dev));
