@@ -48,18 +48,6 @@ const char *throttle_profile_names(void)
 	return DEVICE_PROFILE_NAMES;
 }
 
-/* A positive decimal count, no sign, no blanks. */
-static int parse_count(const char *text, uint64_t *value)
-{
-	char *end;
-
-	if (text[0] < '0' || text[0] > '9')
-		return -1;
-	errno = 0;
-	*value = strtoull(text, &end, 10);
-	return errno || *end ? -1 : 0;
-}
-
 static int parse_item(char *item, struct throttle_limits *lim,
 		      const char **why)
 {
@@ -71,13 +59,15 @@ static int parse_item(char *item, struct throttle_limits *lim,
 	}
 	*eq = '\0';
 	if (strcmp(item, "riops") == 0) {
-		if (parse_count(eq + 1, &lim->riops) < 0 || lim->riops == 0) {
+		if (parse_number(eq + 1, NULL, 1, UINT64_MAX,
+				 &lim->riops) < 0) {
 			*why = "riops must be a whole number of reads per "
 			       "second, at least 1";
 			return -1;
 		}
 	} else if (strcmp(item, "rbps") == 0) {
-		if (parse_size(eq + 1, &lim->rbps) < 0 || lim->rbps == 0) {
+		if (parse_number(eq + 1, &size_units, 1, UINT64_MAX,
+				 &lim->rbps) < 0) {
 			*why = "rbps must be a positive size in bytes per "
 			       "second (K, M, G suffixes)";
 			return -1;
