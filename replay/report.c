@@ -117,7 +117,7 @@ void print_json(const struct replay *r)
 	const struct replay_stats *s = &r->stats;
 
 	fputs("{\"tool\": \"replay\", \"format\": 1, \"trace\": ", stdout);
-	json_string(stdout, r->opt.trace, strlen(r->opt.trace));
+	json_puts(stdout, r->opt.trace);
 	printf(", \"order\": \"%s\", \"mode\": \"%s\", \"grouped\": %s, "
 	       "\"max_request_bytes\": %llu, \"queue_depth\": %d, ",
 	       order_name(r->opt.order), mode_name(r->opt.mode),
@@ -143,7 +143,7 @@ void print_json(const struct replay *r)
 	throttle_print_json(r);
 	fputs(", \"cgroup\": ", stdout);
 	if (r->opt.cgroup)
-		json_string(stdout, r->opt.cgroup, strlen(r->opt.cgroup));
+		json_puts(stdout, r->opt.cgroup);
 	else
 		fputs("null", stdout);
 	fputs("}\n", stdout);
