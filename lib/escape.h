@@ -1,6 +1,6 @@
 /* The one escaper of the C tools: the trace format's path escaping
- * (docs/trace-format.md, "Escaping"), and undoing the octal escapes that
- * /proc/self/mountinfo writes. */
+ * (docs/trace-format.md, "Path escaping"), and undoing the octal escapes
+ * that /proc/self/mountinfo writes. */
 #ifndef PAGETRACE_ESCAPE_H
 #define PAGETRACE_ESCAPE_H
 

@@ -1,9 +1,10 @@
-/* The one number parser of the pagetrace C tools: whole numbers of options
- * and tables, strictly (all of the text, a range, the units a kind of
- * number accepts), with the one error line a bad option gets; sizes, whose
- * rules the Python tools share: decimal bytes with an optional K, M or G
- * suffix (either case), powers of 1024: "4096", "64k", "1M", "2G"; and the
- * plain unsigned numbers of the trace and pack formats. */
+/* The one number parser of the C tools, and their byte counts for people.
+ *
+ * Whole numbers of options and tables, read strictly: all of the text, a
+ * range, the units a kind of number accepts. Sizes, whose rules the Python
+ * tools share: decimal bytes with an optional K, M or G suffix (either
+ * case), powers of 1024: "4096", "64k", "1M", "2G". The plain unsigned
+ * numbers of the trace and pack formats. */
 #ifndef PAGETRACE_SIZE_H
 #define PAGETRACE_SIZE_H
 

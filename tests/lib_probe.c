@@ -1,5 +1,6 @@
 /* lib-probe: calls one function of lib/ on the command line's arguments or
  * stdin and prints what it returned, for tests/test_lib.py.
+ *
  *   number TEXT UNITS MIN MAX   parse_number (UNITS: count or size)
  *   option TEXT UNITS MIN MAX   number_option as "--opt"
  *   json                        json_string of stdin's bytes
