@@ -435,3 +435,28 @@ def test_no_c_file_calls_into_a_file_that_calls_it():
         for a in c for b in c if b in graph[a]) for c in circles(graph)]
     assert found == []
 
+
+# --- commit subjects --------------------------------------------------------
+
+# Subjects are at most 72 characters (figures go in the body) for every
+# commit after this one, the last before the rule was checked.
+SUBJECTS_CHECKED_AFTER = "9b0567d801c0fbebaf49e7353323c8a26a563650"
+MAX_SUBJECT = 72
+
+
+def git(*args):
+    return subprocess.run(["git", *args], cwd=REPO, capture_output=True,
+                          text=True)
+
+
+@pytest.mark.unit
+def test_commit_subjects_are_short():
+    if git("rev-parse", "--git-dir").returncode != 0:
+        pytest.skip("not a git checkout (a tarball or a package build)")
+    known = git("merge-base", "--is-ancestor", SUBJECTS_CHECKED_AFTER, "HEAD")
+    assert known.returncode == 0, \
+        f"{SUBJECTS_CHECKED_AFTER[:12]} is not in this history: a shallow clone?"
+    subjects = git("log", "--format=%h %s",
+                   f"{SUBJECTS_CHECKED_AFTER}..HEAD").stdout.splitlines()
+    long = [s for s in subjects if len(s.split(" ", 1)[1]) > MAX_SUBJECT]
+    assert long == []
