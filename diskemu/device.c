@@ -266,10 +266,7 @@ static void print_ready(const struct diskemu *d)
 		fputs(",\"profile\":", stdout);
 		json_puts(stdout, d->model.p.name);
 		fputs(",\"mount\":", stdout);
-		if (d->opt.mount)
-			json_puts(stdout, d->opt.mount);
-		else
-			fputs("null", stdout);
+		json_puts_or_null(stdout, d->opt.mount);
 		fputs("}\n", stdout);
 	} else {
 		printf("%s\n", d->dev);

@@ -65,3 +65,11 @@ void json_puts(FILE *out, const char *text)
 {
 	json_string(out, text, strlen(text));
 }
+
+void json_puts_or_null(FILE *out, const char *text)
+{
+	if (text)
+		json_puts(out, text);
+	else
+		fputs("null", out);
+}

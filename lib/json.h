@@ -13,5 +13,7 @@
 void json_string(FILE *out, const char *bytes, size_t len);
 /* The same for a NUL-terminated TEXT. */
 void json_puts(FILE *out, const char *text);
+/* TEXT as a JSON string, or null when TEXT is NULL. */
+void json_puts_or_null(FILE *out, const char *text);
 
 #endif

@@ -142,10 +142,7 @@ void print_json(const struct replay *r)
 	       (unsigned long long)r->unused_pages);
 	throttle_print_json(r);
 	fputs(", \"cgroup\": ", stdout);
-	if (r->opt.cgroup)
-		json_puts(stdout, r->opt.cgroup);
-	else
-		fputs("null", stdout);
+	json_puts_or_null(stdout, r->opt.cgroup);
 	fputs("}\n", stdout);
 }
 

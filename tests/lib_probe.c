@@ -4,6 +4,7 @@
  *   number TEXT UNITS MIN MAX   parse_number (UNITS: count or size)
  *   option TEXT UNITS MIN MAX   number_option as "--opt"
  *   json                        json_string of stdin's bytes
+ *   json-null                   json_puts_or_null of NULL
  *   escape                      escape_bytes of stdin's bytes
  *   mount MAJ:MIN               mount_of_dev: point, source, fstype
  *   array COUNT ITEM_SIZE       array_reserve one item at a time */
@@ -135,6 +136,10 @@ int main(int argc, char **argv)
 	if (argc == 2 && (strcmp(argv[1], "json") == 0 ||
 			  strcmp(argv[1], "escape") == 0))
 		return bytes(argv[1]);
+	if (argc == 2 && strcmp(argv[1], "json-null") == 0) {
+		json_puts_or_null(stdout, NULL);
+		return 0;
+	}
 	if (argc == 3 && strcmp(argv[1], "mount") == 0)
 		return mount(argv[2]);
 	if (argc == 4 && strcmp(argv[1], "array") == 0)

@@ -123,6 +123,10 @@ def test_json_escapes_each_invalid_byte_as_a_low_surrogate():
     assert probe("json", stdin=b"a\xffb\xc3").stdout == b'"a\\udcffb\\udcc3"'
 
 
+def test_json_null_for_no_text():
+    assert probe("json-null").stdout == b"null"
+
+
 @pytest.mark.parametrize("raw, escaped", [
     (b"a b\tc\n", rb"a\040b\011c\012"),
     (b"back\\slash", rb"back\134slash"),

@@ -269,10 +269,7 @@ static void json_cgroup(FILE *out, __u64 id)
 	fprintf(out, "\"cgroup_id\": %llu, \"cgroup\": ", (unsigned long long)id);
 	json_puts(out, cgroup_path(name));
 	fputs(", \"container\": ", out);
-	if (name && name->container[0])
-		json_puts(out, name->container);
-	else
-		fputs("null", out);
+	json_puts_or_null(out, name && name->container[0] ? name->container : NULL);
 }
 
 static void json_rows(FILE *out, const struct table *t, enum by by)
