@@ -112,8 +112,12 @@ def _c_block(text):
         return "\n".join(re.sub(r"^\s*\* ?", "", line)
                          for line in body.splitlines())
     if text.startswith("//"):
-        return "\n".join(line[2:].strip() for line in text.splitlines()
-                         if line.startswith("//") or False)
+        block = []
+        for line in text.splitlines():
+            if not line.startswith("//"):
+                break
+            block.append(line[2:].strip())
+        return "\n".join(block)
     return ""
 
 
