@@ -89,8 +89,8 @@ test-all: all
 
 # The randomized ground truth of the cache tools' counts (tests/cachefuzz.py,
 # docs/tracer.md): one seed (make fuzz-cache SEED=N, what a failing seed
-# prints), or COUNT seeds from SEED; fuzz-cache-long runs seeds 1-10,000 on
-# ext4 and xfs, 1,000 at a time (about 40 min here). As root. The results
+# prints), or COUNT seeds from SEED; fuzz-cache-long runs the first 10,000
+# seeds on ext4 and xfs, 1,000 at a time (about 40 min here). As root. The results
 # and traces stay in FUZZ_DIR.
 SEED ?= 1
 COUNT ?= 1

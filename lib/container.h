@@ -87,7 +87,7 @@ const struct cgroup_name *name_cgroup(unsigned long long id, const char *compone
  */
 struct container_cgroups {
 	char (*ids)[65];
-	size_t n;
+	size_t n, cap;
 };
 int container_cgroups_take(struct container_cgroups *seen);
 /*
