@@ -59,6 +59,7 @@ import pytest
 
 import cachefuzz
 import cachefuzz_check
+import readme_kernels
 import test_budget
 from conftest import REPO, require_root
 from trace_oracle import Trace
@@ -861,6 +862,9 @@ def kernels_doc():
     if doc and _outcomes:
         with open(doc, "w") as f:
             f.write(render(_outcomes, _results))
+        # README's kernel table is rendered from it (tests/test_docs.py).
+        if os.path.realpath(doc) == readme_kernels.KERNELS_MD:
+            readme_kernels.write_readme()
 
 
 COLUMNS = [("trace", "`trace`"), ("used", "`trace --used`"), ("cachetop", "`cachetop`"),
