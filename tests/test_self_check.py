@@ -104,8 +104,9 @@ def test_json_and_strict_on_the_host():
     assert doc["exit_status"] == 2 and "no block device" in doc["error"] and not doc["verdicts"]
 
 
-# A wrapper of the real tool that prints its numbers off by one.
-OFF_BY_ONE_TRACE = """
+# A wrapper of the real trace that rewrites one column of each record:
+# FIELD's value becomes VALUE (an expression of it, `v`).
+REWRITTEN_TRACE = """
 import subprocess, sys
 args = sys.argv[1:]
 rc = subprocess.call([{real!r}, *args])
@@ -114,11 +115,14 @@ lines = open(out).read().splitlines()
 with open(out, "w") as f:
     for line in lines:
         fields = line.split(" ")
-        if not line.startswith("#") and len(fields) > 2:
-            fields[2] = str(int(fields[2]) + 4096)
+        if not line.startswith("#") and len(fields) > {field}:
+            v = fields[{field}]
+            fields[{field}] = {value}
         f.write(" ".join(fields) + "\\n")
 sys.exit(rc)
 """
+# The real tool's numbers off by one: a page's offset, a miss.
+OFF_BY_ONE_TRACE = dict(body=REWRITTEN_TRACE, field=2, value="str(int(v) + 4096)")
 OFF_BY_ONE_CACHESTAT = """
 import json, subprocess, sys
 done = subprocess.run([{real!r}, *sys.argv[1:]], stdout=subprocess.PIPE, text=True)
@@ -130,10 +134,10 @@ sys.exit(done.returncode)
 """
 
 
-def fake(tmp_path, name, body):
+def fake(tmp_path, name, body, **fields):
     path = tmp_path / name
     real = os.path.join(REPO, "tracer", name)
-    path.write_text(f"#!{sys.executable}\n" + textwrap.dedent(body.format(real=real)))
+    path.write_text(f"#!{sys.executable}\n" + textwrap.dedent(body.format(real=real, **fields)))
     path.chmod(0o755)
     return str(path)
 
@@ -141,7 +145,7 @@ def fake(tmp_path, name, body):
 def test_trace_off_by_one_page_is_refused(tmp_path):
     loopimg.require_root()
     done = doctor("--tool", "trace", "--trace-binary",
-                  fake(tmp_path, "trace", OFF_BY_ONE_TRACE))
+                  fake(tmp_path, "trace", **OFF_BY_ONE_TRACE))
     assert done.returncode == 1
     for mode in ("tp_btf", "raw_tp"):
         assert f"trace --attach {mode}: offset: refused: " in done.stdout, done.stdout
@@ -158,28 +162,12 @@ def test_cachestat_one_miss_too_many_is_refused(tmp_path):
     assert not leftovers()
 
 
-DASH_CAUSE_TRACE = """
-import subprocess, sys
-args = sys.argv[1:]
-rc = subprocess.call([{real!r}, *args])
-out = args[args.index("-o") + 1]
-lines = open(out).read().splitlines()
-with open(out, "w") as f:
-    for line in lines:
-        fields = line.split(" ")
-        if not line.startswith("#") and len(fields) > 6:
-            fields[6] = "-"
-        f.write(" ".join(fields) + "\\n")
-sys.exit(rc)
-"""
-
-
 def test_trace_dash_for_a_cause_this_kernel_tells_is_refused(tmp_path):
     """'-' in the cause column is "not available" only where the kernel
     lacks a readahead: tracepoint; this one has them all."""
     loopimg.require_root()
     done = doctor("--tool", "trace", "--trace-binary",
-                  fake(tmp_path, "trace", DASH_CAUSE_TRACE))
+                  fake(tmp_path, "trace", REWRITTEN_TRACE, field=6, value='"-"'))
     assert done.returncode == 1
     for mode in ("tp_btf", "raw_tp"):
         assert (f"trace --attach {mode}: cause: refused: '-', though the kernel has the "
