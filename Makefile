@@ -18,12 +18,23 @@ $(SUBDIRS):
 tracer replay launch diskemu: lib
 
 deps:
-	scripts/install-deps
+	env -u PYTHON scripts/install-deps
 
 # Each run by its own target after the packaging it checks (make test-dist,
 # test-wheel, test-deb), not by make test.
 PACKAGING_TESTS := tests/test_dist.py tests/test_wheel.py tests/test_deb.py
-test: all
+# On a fresh clone `sudo make test` runs the install step first (Debian's
+# packages and .venv/: scripts/install-deps), before the build needs them.
+# .venv/bin/pagetrace is the install's last step: one cut short runs again.
+INSTALLED := $(CURDIR)/.venv/bin/pagetrace
+$(INSTALLED):
+	@[ "$$(id -u)" -eq 0 ] || { echo "make: no .venv/ yet: run sudo make test (it runs scripts/install-deps first)" >&2; exit 1; }
+	@echo "make: no .venv/ yet: scripts/install-deps first" >&2
+	env -u PYTHON scripts/install-deps
+ifneq ($(filter test,$(MAKECMDGOALS)),)
+$(SUBDIRS): | $(INSTALLED)
+endif
+test: all | $(INSTALLED)
 	@test -x $(PYTHON) || { echo "make: no $(PYTHON): run scripts/install-deps first" >&2; exit 1; }
 	$(PYTHON) -m pytest -ra tests --ignore=tests/kernels --ignore=tests/test_containers.py $(PACKAGING_TESTS:%=--ignore=%)
 

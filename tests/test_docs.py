@@ -5,7 +5,9 @@ they name (`docs/x.md, "Section"`); code comments keep no evidence (dates,
 seeds, run counts: those go to docs/lab/); every `pagetrace ...` or tool
 command in a guide's code block is one the tool accepts (the analysis
 verbs: pagetrace's own parser; the other tools: each option is one their
---help lists); the README fits a screen."""
+--help lists); the README fits a screen; its kernel table is
+docs/kernels.md's (tests/readme_kernels.py renders it), and every figure
+of its "What it found" is in the guide its row links to."""
 import ast
 import fnmatch
 import functools
@@ -23,6 +25,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "analysis"))
 from pagetrace import cli, frontdoor  # noqa: E402
 import inventory  # noqa: E402
+import readme_kernels  # noqa: E402
 
 PAGETRACE = REPO / ".venv" / "bin" / "pagetrace"
 LINK = re.compile(r"(?<!!)\[[^\]]*\]\(([^)\s]+)\)|!\[[^\]]*\]\(([^)\s]+)\)")
@@ -372,3 +375,116 @@ def test_readme_fits_a_screen():
     rows = rows[1:]   # the table's head
     assert 0 < len(rows) <= 10
     assert all("](docs/guides/" in row for row in rows), rows
+
+
+# ----- the front page from the measurements -----
+
+def test_readme_kernel_table_is_docs_kernels():
+    """README's kernel table is the one tests/readme_kernels.py renders
+    from docs/kernels.md: run it after a new docs/kernels.md (the matrix
+    does)."""
+    _, now, table = readme_kernels.rendered()
+    assert now == table, "run tests/readme_kernels.py"
+    assert len(table) >= 5 and all("not checked" not in row for row in table[3:])
+
+
+KERNELS_MD = """\
+| kernel | release | programs loaded (`trace`, `trace --attach raw_tp`, `trace --used`) | \
+`trace` | `trace --used` | `cachetop` | `cachestat` | self-check (`pagetrace doctor`) | \
+random scripts (`cachefuzz`) |
+| --- | --- | --- | --- | --- | --- | --- | --- | --- |
+| 5.10 (quick: a cold cat) | 5.10.0-32-amd64 | trace 0.2.0 (tp_btf, unrolled) | 2 passed \
+| not run | not run | not run | 1 passed | 2 refused |
+| 6.12 (quick: a cold cat) | 6.12.1 | trace 0.2.0 (tp_btf, bpf_loop) | 2 passed \
+| not run | not run | not run | 1 passed | 2 passed |
+| arm64-6.1 | 6.1.0-50-arm64 | trace 0.2.0 (tp_btf, bpf_loop) | 9 passed | 5 passed \
+| 5 passed | 1 passed | 1 passed | 2 passed |
+| host | 6.18.44-x | trace 0.2.0 (tp_btf, bpf_loop) | 8 passed | 5 passed | 4 passed, \
+1 failed | 1 passed | 1 passed | 2 passed |
+
+### 5.10
+
+- `doctor` self_check: **passed**: exit 0, 18 columns vouched of trace --attach raw_tp, \
+trace --attach tp_btf; not available on this kernel: trace --attach tp_btf: cause: the \
+kernel lacks readahead:page_cache_sync_ra, which tell it / cachestat --cgroup: all \
+columns: it does not start: cachestat: kernel lacks tracepoint writeback:x, which it needs \
+(6 s under TCG)
+
+### 6.12
+
+- `doctor` self_check: **passed**: exit 0, 38 columns vouched of trace (6 s under TCG)
+
+### arm64-6.1
+
+- `trace` attach_ways: **passed**: trace: fault=kprobe, get_pages=kprobe+kretprobe; \
+cachestat: fault=kprobe, get_pages=kprobe+kretprobe
+"""
+
+
+def test_readme_kernel_table_says_what_the_matrix_measured():
+    """The renderer on a made-up docs/kernels.md: each cell from its checks
+    (the random scripts counting for the cache tools), the kprobe fallbacks
+    and what the doctor lists as not available said, equal rows merged, a
+    failure said; README's old arm64 6.1 row, which said those tools
+    refused there, is not what it renders."""
+    suites = {"5.10": "bullseye", "6.12": "trixie", "arm64-6.1": "bookworm", "host": "host"}
+    table = readme_kernels.render(KERNELS_MD, suites)
+    assert table[3:] == [
+        "| 5.10 (Debian 11) | yes, without `cause` or metadata records | refused in one line "
+        "| passes |",
+        "| 6.12 (Debian 13) | yes | yes | passes |",
+        "| arm64 6.1 (Debian 12) | yes | yes, through kprobes | passes |",
+        "| 6.18 (CI's VM) | yes | fails (1 of 13 checks) | passes |"]
+    merged = readme_kernels.render(KERNELS_MD.replace("4 passed, 1 failed", "5 passed"), suites)
+    assert merged[4] == "| 6.12 (Debian 13), 6.18 (CI's VM) | yes | yes | passes |"
+    old = ("| arm64 6.1 (Debian 12) | yes | refused in one line (no fentry on arm64 before "
+           "6.4) |")
+    assert old not in table and table[5] != old
+
+
+def figures(text):
+    """The figures of TEXT: each number with the unit that follows it."""
+    units = r"×|%| (?:MiB|GiB|KiB|rpm|files|processes|counts|random scripts|mismatches|ms|s)\b"
+    return [n + (u or "") for n, u in re.findall(
+        rf"(?<![\w.,])(\d+(?:,\d{{3}})*(?:\.\d+)?)({units})?", text)]
+
+
+def missing_figures(finding, guide_text):
+    """The figures of FINDING not in GUIDE_TEXT (its emphasis and line
+    breaks aside), each as a whole number."""
+    plain = re.sub(r"\s+", " ", guide_text.replace("**", "").replace("`", ""))
+    return [f for f in figures(finding.replace("`", ""))
+            if not re.search(rf"(?<![\w.,]){re.escape(f)}(?![\d]|[.,]\d)", plain)]
+
+
+def findings():
+    """(finding, guide path) of each row of README's "What it found"."""
+    lines = (REPO / "README.md").read_text().splitlines()
+    found = lines.index("## What it found")
+    rows = []
+    for line in lines[found + 1:]:
+        if line.startswith("## "):
+            break
+        m = re.match(r"\| (.+) \| \[[^\]]+\]\((docs/guides/[\w.-]+\.md)\) \|$", line)
+        if m:
+            rows.append((m.group(1), REPO / m.group(2)))
+    return rows
+
+
+def test_readme_findings_are_in_their_guides():
+    """Each figure a finding of the README states is in the guide its row
+    links to (where the recipe, the intervals and the sessions are)."""
+    rows = findings()
+    assert len(rows) >= 6
+    assert all(figures(finding) for finding, _ in rows)
+    missing = {finding: missing_figures(finding, guide.read_text())
+               for finding, guide in rows}
+    assert {k: v for k, v in missing.items() if v} == {}
+
+
+def test_a_figure_not_in_its_guide_is_found():
+    guide = "It read **412 MiB** from 230\nfiles, 1.08× faster; 95% CI 76–90%; 399,171 counts."
+    assert missing_figures("412 MiB from 230 files, 1.08×, 76–90%, 399,171 counts", guide) == []
+    assert missing_figures("413 MiB from 23 files, 1.8×, 41.2 s, 399,172 counts, 90 s, 2.14×",
+                           guide) == ["413 MiB", "23 files", "1.8×", "41.2 s", "399,172 counts",
+                                      "90 s", "2.14×"]
