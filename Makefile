@@ -6,7 +6,7 @@ PYTHON ?= $(CURDIR)/.venv/bin/python
 # Sub-projects with a Makefile of their own.
 SUBDIRS := lib tracer replay launch samples diskemu
 
-.PHONY: all deps test test-arm64 test-containers test-dist static dist install-share wheel test-wheel deb test-deb test-kernels test-stap test-spark bench demo install clean fuzz-cache fuzz-cache-long $(SUBDIRS)
+.PHONY: all deps test test-arm64 test-containers test-dist static dist install-share wheel test-wheel deb test-deb test-kernels test-stap test-spark bench demo install clean fuzz fuzz-cache fuzz-cache-long $(SUBDIRS)
 
 all: $(SUBDIRS)
 
@@ -93,6 +93,12 @@ fuzz-cache-long: all
 	    --json $(FUZZ_DIR)/long-$$start.json || exit 1; \
 	  $(PYTHON) tests/cachefuzz_check.py $(FUZZ_DIR)/long-$$start.json || status=1; \
 	done; exit $$status
+
+# libFuzzer (clang, ASan, UBSan) on every parser of outside input, each
+# for FUZZ_S seconds, or FUZZ_RUNS executions (fuzz/Makefile lists them).
+FUZZ_S ?= 60
+fuzz:
+	$(MAKE) -C fuzz run FUZZ_S=$(FUZZ_S) $(if $(FUZZ_RUNS),FUZZ_RUNS=$(FUZZ_RUNS))
 
 # The Spark SQL job on a local single-node Spark, against pagetrace merge
 # (docs/scale.md). Opt-in: it installs a JVM and pyspark (about 500 MB).

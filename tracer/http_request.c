@@ -210,7 +210,7 @@ enum http_parse http_parse_request(const char *buf, size_t len, struct http_requ
 		return HTTP_BAD;
 	end = line_end(buf, pos, len);
 	n = end - pos;
-	if (end < len && n && buf[end - 1] == '\r')
+	if (n && buf[pos + n - 1] == '\r')	/* CRLF, or a CR whose LF is still to come */
 		n--;
 	if (request_line(buf + pos, n, end < len, req))
 		return HTTP_BAD;
