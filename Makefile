@@ -131,6 +131,8 @@ install: all install-share
 	install -d $(DESTDIR)$(PREFIX)/share/pagetrace/examples
 	sed 's|@BINDIR@|$(PREFIX)/bin|' docs/examples/pagetrace-launch-example.service \
 		> $(DESTDIR)$(PREFIX)/share/pagetrace/examples/pagetrace-launch-example.service
+	sed 's|@BINDIR@|$(PREFIX)/bin|; s|@EXAMPLES@|$(PREFIX)/share/pagetrace/examples|' \
+		docs/examples/pagetrace-launch.conf > $(DESTDIR)$(PREFIX)/share/pagetrace/examples/pagetrace-launch.conf
 
 # What every install shares, whatever builds the C tools (make install,
 # the tarball, the deb): the scripts, their man pages, the package, the
