@@ -20,16 +20,23 @@
 #include <string.h>
 #include <sys/socket.h>
 #include <unistd.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+#include "cache.skel.h"
+#include "clock.h"
 #include "errmsg.h"
 #include "http_server.h"
 #include "openmetrics.h"
 #include "cache_load.h"
 #include "container.h"
 
+#define OM_PRUNE_NS (60 * 1000000000ull)	/* gone cgroups dropped this often */
+
 struct openmetrics {
 	struct http_server *http;
 	struct cache_bpf *skel;
 	const char *cgroup;
+	uint64_t next_prune_ns;
 };
 
 /* ------------------------------------------------------------------ */
@@ -325,11 +332,55 @@ int openmetrics_listen(const char *address, struct openmetrics **server)
 	return 0;
 }
 
+/*
+ * The cgroups map keeps a cgroup's counts from its first access on; one
+ * that is gone has no task left to count, and its series would stay
+ * forever while cgroups come and go. Its entry and its name are dropped:
+ * its series end (Prometheus marks them stale), the totals keep its
+ * counts. The keys are taken before the walk of the hierarchy: a key then
+ * absent from it was a cgroup gone (ids are never reused), not one made
+ * after the walk.
+ */
+static void prune_gone_cgroups(struct openmetrics *om)
+{
+	int fd = bpf_map__fd(om->skel->maps.cgroups);
+	__u64 key, *prev = NULL, *keys = NULL, *live;
+	size_t n = 0, cap = 0;
+	long nlive;
+
+	while (!bpf_map_get_next_key(fd, prev, &key)) {
+		if (n == cap) {
+			__u64 *grown = reallocarray(keys, cap ? 2 * cap : 64, sizeof(*keys));
+
+			if (!grown)
+				break;
+			keys = grown;
+			cap = cap ? 2 * cap : 64;
+		}
+		keys[n++] = key;
+		prev = &keys[n - 1];
+	}
+	nlive = cgroup_live_ids(&live);
+	if (nlive >= 0) {
+		for (size_t i = 0; i < n; i++)
+			if (!cgroup_id_in(live, nlive, keys[i]))
+				bpf_map_delete_elem(fd, &keys[i]);
+		forget_gone_cgroups();
+	}
+	free(live);
+	free(keys);
+}
+
 void openmetrics_serve(struct openmetrics *om, uint64_t until_ns, struct cache_bpf *skel,
 		       const char *cgroup, volatile sig_atomic_t *stop)
 {
 	om->skel = skel;
 	om->cgroup = cgroup;
+	if (monotonic_ns() >= om->next_prune_ns) {
+		if (om->next_prune_ns)
+			prune_gone_cgroups(om);
+		om->next_prune_ns = monotonic_ns() + OM_PRUNE_NS;
+	}
 	http_server_serve(om->http, until_ns, stop);
 }
 
