@@ -192,3 +192,130 @@ def test_exporter_runs_with_only_what_the_unit_keeps(caps, serves):
             proc.terminate()
             proc.wait(timeout=30)
     assert proc.returncode == 0, proc.stderr.read()
+
+
+# ---------------------------------------------------------------------------
+# Under a running systemd: a Debian root booted by systemd-nspawn
+# (PAGETRACE_NSPAWN_ROOT, made once with `mmdebstrap --variant=minbase
+# --include=systemd,systemd-sysv,dbus bookworm DIR`; skipped without it:
+# not in CI). The static tools (make static) are copied into it.
+
+NSPAWN_ROOT = os.environ.get("PAGETRACE_NSPAWN_ROOT")
+STATIC = os.path.join(REPO, "build", f"static-{os.uname().machine}")
+CAP_BPF, CAP_PERFMON = 39, 38
+
+
+def _in_container(init, *argv, check=True):
+    return subprocess.run(["nsenter", "-t", str(init), "-a", *argv], capture_output=True,
+                          text=True, timeout=60, check=check)
+
+
+def _boot(root):
+    """systemd-nspawn -b on @root: (its Popen, the container's systemd's pid)
+    once systemd says running (or degraded)."""
+    nspawn = subprocess.Popen(["systemd-nspawn", "--register=no", "--keep-unit",
+                               "--capability=all", "-D", root, "-b"],
+                              stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                              stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        children = subprocess.run(["pgrep", "-P", str(nspawn.pid), "-x", "systemd"],
+                                  capture_output=True, text=True).stdout.split()
+        if children:
+            state = _in_container(children[0], "systemctl", "is-system-running",
+                                  check=False).stdout.strip()
+            if state in ("running", "degraded"):
+                return nspawn, int(children[0])
+        time.sleep(0.5)
+    nspawn.kill()
+    raise AssertionError("the container's systemd did not come up in 60 s")
+
+
+def _status(pid):
+    with open(f"/proc/{pid}/status") as f:
+        return dict(line.rstrip("\n").split(":\t", 1) for line in f if ":\t" in line)
+
+
+def _install_in(root, port, data):
+    opt = os.path.join(root, "opt", "pagetrace")
+    os.makedirs(opt, exist_ok=True)
+    for tool in ("cachestat", "launch"):
+        shutil.copy(os.path.join(STATIC, tool), os.path.join(opt, f"pagetrace-{tool}"))
+    units = os.path.join(root, "etc", "systemd", "system")
+    with open(os.path.join(units, "pagetrace-cachestat.service"), "w") as f:
+        f.write(unit_text().replace("@SBINDIR@", "/opt/pagetrace"))
+    os.makedirs(os.path.join(units, "pagetrace-cachestat.service.d"), exist_ok=True)
+    with open(os.path.join(units, "pagetrace-cachestat.service.d", "port.conf"), "w") as f:
+        f.write(f"[Service]\nExecStart=\nExecStart=/opt/pagetrace/pagetrace-cachestat "
+                f"--openmetrics 127.0.0.1:{port} 60\n")
+    with open(os.path.join(units, "demo.service"), "w") as f:
+        f.write("[Service]\nType=exec\nExecStart=/bin/sleep 600\n")
+    os.makedirs(os.path.join(units, "demo.service.d"), exist_ok=True)
+    with open(os.path.join(units, "demo.service.d", "pagetrace-launch.conf"), "w") as f:
+        f.write(open(DROP_IN).read().replace("@BINDIR@", "/opt/pagetrace"))
+    from pagetrace.core import packfile
+    write_file(data, 4 << 20, seed=45)
+    packs = os.path.join(root, "var", "lib", "pagetrace", "packs")
+    os.makedirs(packs, exist_ok=True)
+    inside = packfile.identify(data)._replace(path="/opt/pagetrace/data.bin")
+    packfile.write(packfile.Pack(version=1, page_size=PAGE, created=int(time.time()),
+                                 command="/bin/sleep 600", runs=1, read_ahead_kb="unchanged",
+                                 files=[inside], ranges=[packfile.PackRange(0, 0, 1024, 0)]),
+                   os.path.join(packs, "demo.pack"))
+
+
+@pytest.mark.skipif(not NSPAWN_ROOT, reason="PAGETRACE_NSPAWN_ROOT: no bootable root given")
+def test_units_under_systemd_in_nspawn():
+    """Under systemd 252 in a container: the exporter's unit starts, serves
+    a scrape OpenMetrics parses, its process has the bounding set
+    {CAP_BPF, CAP_PERFMON}, no_new_privs and a seccomp filter, and stops
+    leaving no BPF program; a service with the drop-in starts, and the
+    pages of its pack come into the cache beside it."""
+    require_root()
+    assert os.access(os.path.join(STATIC, "cachestat"), os.X_OK), "make static first"
+    port = _free_port()
+    data = os.path.join(NSPAWN_ROOT, "opt", "pagetrace", "data.bin")
+    os.makedirs(os.path.dirname(data), exist_ok=True)
+    _install_in(NSPAWN_ROOT, port, data)
+    nspawn, init = _boot(NSPAWN_ROOT)
+    try:
+        _in_container(init, "systemctl", "start", "pagetrace-cachestat")
+        body, deadline = None, time.monotonic() + 60
+        while body is None and time.monotonic() < deadline:
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
+                                            timeout=5) as response:
+                    body = response.read().decode()
+            except OSError:
+                time.sleep(0.3)
+        assert body is not None, _in_container(init, "journalctl", "-u", "pagetrace-cachestat",
+                                               "--no-pager", check=False).stdout
+        from prometheus_client.openmetrics.parser import text_string_to_metric_families
+        assert "pagetrace_cache_hits" in {f.name for f in text_string_to_metric_families(body)}
+        main = _in_container(init, "systemctl", "show", "-P", "MainPID",
+                             "pagetrace-cachestat").stdout.strip()
+        # the container's pid of it: its host pid is found by its command line
+        host_pid = subprocess.run(["pgrep", "-f", f"pagetrace-cachestat --openmetrics "
+                                   f"127.0.0.1:{port}"], capture_output=True,
+                                  text=True).stdout.split()
+        assert main != "0" and len(host_pid) == 1, (main, host_pid)
+        status = _status(host_pid[0])
+        assert int(status["CapBnd"], 16) == (1 << CAP_BPF) | (1 << CAP_PERFMON), status["CapBnd"]
+        assert status["NoNewPrivs"] == "1" and status["Seccomp"] == "2"
+        evict(data)
+        _in_container(init, "systemctl", "start", "demo")
+        deadline = time.monotonic() + 20
+        while len(resident_pages(data)) < 1024 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(resident_pages(data)) == 1024
+        assert _in_container(init, "systemctl", "is-active", "demo").stdout.strip() == "active"
+        _in_container(init, "systemctl", "stop", "pagetrace-cachestat", "demo")
+        assert not subprocess.run(["pgrep", "-f", f"127.0.0.1:{port}"],
+                                  capture_output=True).stdout
+    finally:
+        _in_container(init, "systemctl", "poweroff", check=False)
+        try:
+            nspawn.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            nspawn.kill()
+            nspawn.wait()
