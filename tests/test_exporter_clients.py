@@ -177,6 +177,7 @@ def test_scrape_within_100ms_while_100_idle(exporter):
         for s in idle + half:
             s.close()
     exporter.alive()
+    print(f"100 idle: 20 scrapes, max {max(took) * 1000:.1f} ms")
     assert max(took) < 0.1, took
 
 
@@ -435,6 +436,8 @@ def test_1000_scrapes_a_second_for_10s(exporter):
         took.append(normal_scrape(exporter, limit=1.0)[1])
         time.sleep(0.2)
     result = json.loads(flooder.stdout.read())
+    print(f"flood: {result}, normal scrapes meanwhile: n={len(took)}, "
+          f"max {max(took) * 1000:.1f} ms")
     exporter.alive()
     assert result["sent"] >= 10000 * 0.98 and result["seconds"] < 10.5, result
     assert result["ok"] == result["sent"], result
@@ -475,6 +478,7 @@ def test_counts_exact_and_intervals_kept_at_the_end(exporter, data_dir):
     samples = [json.loads(line) for _, line in stamped]
     gaps = [b - a for a, b in zip(times, times[1:-1])]  # the last one ends at SIGTERM
     assert len(gaps) > 40, len(gaps)
+    print(f"intervals: n={len(gaps)}, from {min(gaps):.4f} to {max(gaps):.4f} s")
     assert all(abs(gap - INTERVAL) <= 0.1 * INTERVAL for gap in gaps), \
         sorted(gaps)[:3] + sorted(gaps)[-3:]
     assert {k: sum(s[k] for s in samples) for k in ("hits", "misses", "dirties", "lost")} == final
