@@ -34,7 +34,7 @@ from pagetrace.core import packfile, tracefile  # noqa: E402
 TRACE_DUMP = os.path.join(REPO, "replay", ".output", "tracefile-dump")
 PACK_DUMP = os.path.join(REPO, "launch", ".output", "packfile-dump")
 EXAMPLES = 300
-SETTINGS = settings(max_examples=EXAMPLES, derandomize=True, deadline=None,
+SETTINGS = settings(max_examples=EXAMPLES, derandomize=True, deadline=None, database=None,
                     suppress_health_check=[HealthCheck.function_scoped_fixture,
                                            HealthCheck.too_slow])
 
