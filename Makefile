@@ -6,7 +6,7 @@ PYTHON ?= $(CURDIR)/.venv/bin/python
 # Sub-projects with a Makefile of their own.
 SUBDIRS := lib tracer replay launch samples diskemu
 
-.PHONY: all deps test test-all test-arm64 test-containers test-dist static dist install-share wheel test-wheel deb test-deb test-kernels test-stap test-spark bench demo install clean fuzz-cache fuzz-cache-long $(SUBDIRS)
+.PHONY: all deps test test-all test-arm64 test-containers test-dist static dist install-share wheel test-wheel deb test-deb test-kernels test-stap test-spark bench demo install clean fuzz fuzz-cache fuzz-cache-long $(SUBDIRS)
 
 all: $(SUBDIRS)
 
@@ -119,6 +119,12 @@ fuzz-cache-long: all
 	  $(PYTHON) tests/cachefuzz_check.py $(FUZZ_DIR)/long-$$start.json || status=1; \
 	done; exit $$status
 
+# libFuzzer (clang, ASan, UBSan) on every parser of outside input, each
+# for FUZZ_S seconds, or FUZZ_RUNS executions (fuzz/Makefile lists them).
+FUZZ_S ?= 60
+fuzz:
+	$(MAKE) -C fuzz run FUZZ_S=$(FUZZ_S) $(if $(FUZZ_RUNS),FUZZ_RUNS=$(FUZZ_RUNS))
+
 # The Spark SQL job on a local single-node Spark, against pagetrace merge
 # (docs/scale.md). Opt-in: it installs a JVM and pyspark (about 500 MB).
 test-spark:
@@ -150,6 +156,8 @@ install: all install-share
 	install -d $(DESTDIR)$(PREFIX)/share/pagetrace/examples
 	sed 's|@BINDIR@|$(PREFIX)/bin|' docs/examples/pagetrace-launch-example.service \
 		> $(DESTDIR)$(PREFIX)/share/pagetrace/examples/pagetrace-launch-example.service
+	sed 's|@BINDIR@|$(PREFIX)/bin|; s|@EXAMPLES@|$(PREFIX)/share/pagetrace/examples|' \
+		docs/examples/pagetrace-launch.conf > $(DESTDIR)$(PREFIX)/share/pagetrace/examples/pagetrace-launch.conf
 
 # What every install shares, whatever builds the C tools (make install,
 # the tarball, the deb): the scripts, their man pages, the package, the

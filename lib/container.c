@@ -305,6 +305,21 @@ const struct cgroup_name *name_cgroup(__u64 id, const char *component)
 	return name;
 }
 
+void forget_gone_cgroups(void)
+{
+	__u64 *live;
+	long n = cgroup_live_ids(&live);
+	size_t kept = 0;
+
+	if (n < 0)
+		return;
+	for (size_t i = 0; i < nr_cgroup_names; i++)
+		if (cgroup_id_in(live, n, cgroup_names[i].id))
+			cgroup_names[kept++] = cgroup_names[i];
+	nr_cgroup_names = kept;
+	free(live);
+}
+
 /*
  * Where docker and podman put their containers' cgroups, cgroupfs and
  * systemd drivers alike: /docker/ID, /system.slice/docker-ID.scope,

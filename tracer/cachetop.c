@@ -414,9 +414,16 @@ static void wait_interval(struct ring_buffer *rb, double seconds)
 
 static int run_top(struct cache_bpf *skel, struct ring_buffer *rb)
 {
+	double since_forget = 0;	/* --by cgroup for days: names of gone ones dropped */
+
 	for (unsigned long i = 0; !stop_requested && (!opts.every.count || i < opts.every.count); i++) {
 		wait_interval(rb, opts.every.seconds);
 		print_top(skel, rb);
+		since_forget += opts.every.seconds;
+		if (opts.by == BY_CGROUP && since_forget >= 60) {
+			forget_gone_cgroups();
+			since_forget = 0;
+		}
 	}
 	return 0;
 }
