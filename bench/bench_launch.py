@@ -36,6 +36,8 @@ TOP = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TOP / "analysis"))
 from pagetrace.core import packfile  # noqa: E402
 from pagetrace.tools import pagecache_files, readfloor, throttle  # noqa: E402
+sys.path.insert(0, str(TOP / "bench"))
+import launch_disk  # noqa: E402
 
 STATES = "selective,hot,launched,launched-stale"
 GAIN = re.compile(r"^(launched\S*) \(total\) vs selective: ([-+\d.]+)% \(95% CI (.*?)\); "
@@ -56,14 +58,19 @@ def apps(work):
                    "import pandas, matplotlib.pyplot"]}
 
 
-def prepare(name, command, out, env):
-    """A fresh firefox profile (one untimed start), a cold trace for the
-    files to evict, and the pack with pagetrace pack's defaults."""
+def make_profile(name, command, out, env):
+    """A fresh browser profile (one untimed start)."""
     out.mkdir(parents=True, exist_ok=True)
     if name in ("firefox", "chromium"):
         shutil.rmtree(out / "profile", ignore_errors=True)
         (out / "profile").mkdir()
         subprocess.run(command, env=env, capture_output=True, check=True)
+
+
+def prepare(name, command, out, env):
+    """A fresh firefox profile (one untimed start), a cold trace for the
+    files to evict, and the pack with pagetrace pack's defaults."""
+    make_profile(name, command, out, env)
     os.sync()
     pathlib.Path("/proc/sys/vm/drop_caches").write_text("3\n")
     subprocess.run([TOP / "tracer" / "trace", "-x", "-q", "-o", out / "cold.log",
@@ -140,6 +147,7 @@ def main():
     args = parser.parse_args()
     work = pathlib.Path(args.dir)
     env = dict(os.environ, HOME=str(work / "firefox"))
+    devices = args.devices.split(",")
     for name, command in apps(work).items():
         if name not in args.apps.split(","):
             continue
@@ -147,8 +155,18 @@ def main():
             print(f"{command[0]} is not installed: {name} skipped\n")
             continue
         out = work / name
+        for device in [d for d in devices if d in launch_disk.DEVICES]:
+            print(f"### {name}, {launch_disk.DEVICES[device]}\n", flush=True)
+            make_profile(name, command, out, env)
+            text = launch_disk.run_device(device, str(out / device), args.runs, command,
+                                          env, str(out))
+            print(f"```\n{(text or 'failed: see its lines on stderr').strip()}\n```\n",
+                  flush=True)
+        devices_here = [d for d in devices if d not in launch_disk.DEVICES]
+        if not devices_here:
+            continue
         print(f"{name}: {' '.join(command)}\npack: {prepare(name, command, out, env)}\n")
-        for device in args.devices.split(","):
+        for device in devices_here:
             profile = [] if device == "none" else ["--device-profile", device]
             done = subprocess.run(
                 [sys.executable, TOP / "scripts" / "startup-bench", "--trace", out / "cold.log",
