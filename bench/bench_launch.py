@@ -37,6 +37,7 @@ sys.path.insert(0, str(TOP / "analysis"))
 from pagetrace.core import packfile  # noqa: E402
 from pagetrace.tools import pagecache_files, readfloor, throttle  # noqa: E402
 sys.path.insert(0, str(TOP / "bench"))
+import launch_container  # noqa: E402
 import launch_disk  # noqa: E402
 
 STATES = "selective,hot,launched,launched-stale"
@@ -55,7 +56,9 @@ def apps(work):
                      f"--user-data-dir={chromium / 'profile'}",
                      f"--screenshot={chromium / 's.png'}", "about:blank"],
         "pandas": [str(TOP / ".venv" / "bin" / "python"), "-c",
-                   "import pandas, matplotlib.pyplot"]}
+                   "import pandas, matplotlib.pyplot"],
+        # A container's start (launch_container.py): --devices of launch_disk only.
+        "pandas-container": launch_container.COMMAND}
 
 
 def make_profile(name, command, out, env):
@@ -155,15 +158,18 @@ def main():
             print(f"{command[0]} is not installed: {name} skipped\n")
             continue
         out = work / name
+        container = None
+        if name == "pandas-container":
+            container = (launch_container.NAME, launch_container.root_tar(str(out)))
         for device in [d for d in devices if d in launch_disk.DEVICES]:
             print(f"### {name}, {launch_disk.DEVICES[device]}\n", flush=True)
             make_profile(name, command, out, env)
             text = launch_disk.run_device(device, str(out / device), args.runs, command,
-                                          env, str(out))
+                                          env, str(out), container)
             print(f"```\n{(text or 'failed: see its lines on stderr').strip()}\n```\n",
                   flush=True)
         devices_here = [d for d in devices if d not in launch_disk.DEVICES]
-        if not devices_here:
+        if not devices_here or container:
             continue
         print(f"{name}: {' '.join(command)}\npack: {prepare(name, command, out, env)}\n")
         for device in devices_here:

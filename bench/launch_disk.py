@@ -31,7 +31,7 @@ Each run's time, the emulated device's read_ahead_kb and the device's read
 requests are written to work/runs-DEVICE.csv; the summary to stdout.
 
 USAGE (root; bench_launch.py calls it)
-  launch_disk.py inside DEVICE WORK N -- CMD...
+  launch_disk.py inside DEVICE WORK N [--container NAME ROOT_TAR] -- CMD...
 """
 import json
 import os
@@ -180,9 +180,11 @@ def write_wrapper(work, point):
 class Session:
     """The states of one application on one device, inside its namespace."""
 
-    def __init__(self, device, work, command, point):
+    def __init__(self, device, work, command, point, container=None):
         self.work, self.command, self.point = work, command, point
-        self.wrapper = write_wrapper(work, point)
+        # A container's files come from its image's layer, not the overlay.
+        self.container = container
+        self.wrapper = write_wrapper(work, None if container else point)
         self.app = [self.wrapper, *command]
         self.env = dict(os.environ)
         self.device_name = device
@@ -190,6 +192,10 @@ class Session:
         self.disk = None
         self.files = []
         self.pack_path = os.path.join(work, "app.pack")
+        # More states, for pilots: launched-ra0 (a pack recorded with
+        # read_ahead_kb 0, the default before issue 43).
+        self.states = STATES + tuple(s for s in os.environ.get("LAUNCH_DISK_EXTRA", "").split(",")
+                                     if s)
 
     def start(self, argv, beside=None):
         """Times argv (from before its fork to its exit); beside: argv of
@@ -211,18 +217,19 @@ class Session:
         facts = {}
         drop_caches()
         cold = os.path.join(self.work, "cold.log")
-        elapsed, status, last = self.start([TRACER, "-x", "-q", "-o", cold, "--", *self.app])
+        elapsed, status, last = self.traced(["-x", "-q", "-o", cold])
         if status:
             sys.exit(f"launch_disk: trace of a cold start: exit status {status}: {last}")
         facts["traced_cold_s"] = round(elapsed, 3)
         trace = tracefile.read(cold)
         pages = tracefile.pages_by_file(trace)[0]
         # A path the tracer named through the overlay is the image's file.
-        self.files = [self.point + p if self.point and not p.startswith(self.point)
+        self.files = [self.point + p if self.point and not self.container
+                      and not p.startswith(self.point)
                       and os.path.isfile(self.point + p) else p
                       for p in pages if not tracefile.is_metadata(p) and os.path.isfile(p)]
-        anchor = next((p for p in self.files if self.point and p.startswith(self.point)),
-                      self.files[0])
+        here = os.stat(self.point).st_dev if self.point else None
+        anchor = next((p for p in self.files if os.stat(p).st_dev == here), self.files[0])
         self.disk = Device(anchor)
         on_disk = [p for p in self.files if os.stat(p).st_dev == os.stat(anchor).st_dev]
         facts["cold_trace"] = {"files": len(self.files), "files_on_device": len(on_disk),
@@ -230,13 +237,13 @@ class Session:
                                                       if tracefile.is_metadata(r.path)})}
         drop_caches()
         used = os.path.join(self.work, "used-alone.log")
-        elapsed, status, last = self.start([TRACER, "--used", "-x", "-q", "-o", used,
-                                            "--", *self.app])
+        elapsed, status, last = self.traced(["--used", "-x", "-q", "-o", used])
         facts["traced_used_s"] = round(elapsed, 3)
         started = time.perf_counter()
+        target = ["--container", self.container] if self.container else []
         done = subprocess.run([sys.executable, PAGETRACE, "pack", "-o", self.pack_path,
                                "--keep-traces", os.path.join(self.work, "pack-runs"),
-                               "--", *self.app], env=self.env, capture_output=True,
+                               *target, "--", *self.app], env=self.env, capture_output=True,
                               text=True)
         facts["pack_s"] = round(time.perf_counter() - started, 3)
         if done.returncode:
@@ -244,11 +251,32 @@ class Session:
                      + (done.stderr.strip().splitlines() or ["no message"])[-1])
         facts["pack_runs_s"] = [float(s) for _, s in RUN_RECORDED.findall(done.stderr)]
         facts["pack_line"] = done.stderr.strip().splitlines()[-1]
+        if "launched-ra0" in self.states:
+            # The pack as recorded before issue 43: read_ahead_kb 0 on every disk.
+            started = time.perf_counter()
+            done = subprocess.run([sys.executable, PAGETRACE, "pack", "--read-ahead-kb", "0",
+                                   "-o", self.pack_path + ".ra0", "--", *self.app],
+                                  env=self.env, capture_output=True, text=True)
+            facts["pack_ra0_s"] = round(time.perf_counter() - started, 3)
+            facts["pack_ra0_runs_s"] = [float(s) for _, s in RUN_RECORDED.findall(done.stderr)]
+            facts["pack_ra0_line"] = (done.stderr.strip().splitlines() or [""])[-1]
         pack = packfile.read(self.pack_path)
         extra = [f.path for f in pack.files if f.path not in self.files
                  and not tracefile.is_metadata(f.path)]
         self.files += extra
         return facts
+
+    def traced(self, options):
+        """One start of the application under trace OPTIONS: (seconds,
+        exit status, last line). A container is traced by its cgroup
+        (trace --container NAME --wait, attached before docker run)."""
+        if not self.container:
+            return self.start([TRACER, *options, "--", *self.app])
+        from pagetrace.tools import packrecord
+        started = time.perf_counter()
+        status = packrecord.trace_target([TRACER, *options, "--container", self.container,
+                                          "--wait"], self.app)
+        return time.perf_counter() - started, status, ""
 
     def prepare(self, state):
         if state == "hot":
@@ -263,8 +291,9 @@ class Session:
         """(seconds, read part or None, exit status, message)."""
         self.prepare(state)
         read_s = None
-        if state == "launched":
-            elapsed, status, last = self.start([LAUNCHER, "-q", self.pack_path, "--", *self.app])
+        if state in ("launched", "launched-ra0"):
+            pack = self.pack_path + (".ra0" if state == "launched-ra0" else "")
+            elapsed, status, last = self.start([LAUNCHER, "-q", pack, "--", *self.app])
         elif state == "whole-file":
             elapsed, status, last = self.start(
                 self.app, beside=[sys.executable, "-I", "-S", "-c", WHOLE_FILE, *self.files])
@@ -291,7 +320,7 @@ class Session:
             out.write("iteration,state,status,seconds,read_s,read_ahead_kb,"
                       "device_reads,device_bytes,loadavg\n")
             for iteration in range(n):
-                order = list(STATES)
+                order = list(self.states)
                 rng.shuffle(order)
                 for state in order:
                     self.disk.settle()
@@ -320,7 +349,7 @@ class Session:
         return rows
 
 
-def summary(rows):
+def summary(rows, states=STATES):
     """{state: {mean, low, high, n}} and {state: recovered share of cold - hot
     (Fieller's interval, paired by iteration)}."""
     ok = [r for r in rows if r["status"] == 0 and r["seconds"] is not None]
@@ -332,7 +361,7 @@ def summary(rows):
              for s, v in by_state.items()}
     shares = {}
     for base in ("cold", "selective"):
-        for state in STATES:
+        for state in states:
             if state in ("cold", "hot", base):
                 continue
             full = [t for t in by_iteration.values() if {base, "hot", state} <= set(t)]
@@ -345,9 +374,10 @@ def summary(rows):
 
 
 def summary_text(rows, facts):
-    table, shares = summary(rows)
+    states = tuple(dict.fromkeys(STATES + tuple(r["state"] for r in rows)))
+    table, shares = summary(rows, states)
     lines = [f"{'state':12s} {'n':>3s} {'mean s':>8s}  95% CI"]
-    for state in STATES:
+    for state in states:
         if state in table:
             t = table[state]
             lines.append(f"{state:12s} {t['n']:3d} {t['mean']:8.3f}  "
@@ -368,25 +398,48 @@ def sorted_read(pack_path):
     return launch.sorted_prefetch_only(pack_path)
 
 
-def inside(device, work, n, command):
+def inside(device, work, n, command, container=None):
+    """The session in this (private) mount namespace; container: (name,
+    root tar) of a container start (bench/launch_container.py)."""
     signal.signal(signal.SIGTERM, _interrupt)
     signal.signal(signal.SIGHUP, _interrupt)
-    point = None
     try:
+        # Nothing here is shared with the rest of the machine: unshare -m
+        # made this namespace, and its mounts go with its last process.
+        subprocess.run(["mount", "--make-rprivate", "/"], check=True)
+        if container:
+            return inside_container(device, work, n, command, container)
         if device == "machine":
             return run_all(device, work, n, command, None)
         image, point = os.path.join(work, "app.img"), os.path.join(work, "img")
-        # Nothing above is shared with the rest of the machine: unshare -m
-        # made this namespace, and its mounts go with its last process.
-        subprocess.run(["mount", "--make-rprivate", "/"], check=True)
         with diskemu.EmulatedDisk(image, device, mount=point):
             return run_all(device, work, n, command, point)
     finally:
         kill_groups()
 
 
-def run_all(device, work, n, command, point):
-    session = Session(device, work, command, point)
+def inside_container(device, work, n, command, container):
+    import launch_container
+    name, tar = container
+    with launch_container.daemon(os.path.join(os.path.dirname(work), "docker")) as env:
+        os.environ.update(env)
+        layer = launch_container.ensure_image(env, tar)
+        if device == "machine":
+            return run_all(device, work, n, command, None, name)
+        image = launch_container.layer_image(layer, os.path.join(work, "app.img"))
+        point = os.path.join(work, "img")
+        os.makedirs(point, exist_ok=True)
+        with diskemu.EmulatedDisk(image, device, mount=point):
+            launch_container.bind_over(point, layer)
+            try:
+                return run_all(device, work, n, command, point, name)
+            finally:
+                kill_groups()
+                subprocess.run(["umount", "-l", layer])
+
+
+def run_all(device, work, n, command, point, container=None):
+    session = Session(device, work, command, point, container)
     facts = session.record()
     facts["device"] = device
     facts["emulated_device"] = session.disk.name
@@ -416,25 +469,31 @@ def build_image(command, work, env, skip):
     return image
 
 
-def run_device(device, work, n, command, env, skip):
+def run_device(device, work, n, command, env, skip, container=None):
     """The session on DEVICE in a private mount namespace (for an emulated
-    disk: the image built first); its summary text, or None if it failed."""
+    disk: the image built first); its summary text, or None if it failed.
+    container: (name, root tar) of a container start."""
     os.makedirs(work, exist_ok=True)
-    if device != "machine":
+    if device != "machine" and not container:
         build_image(command, work, env, skip)
+    target = ["--container", *container] if container else []
     done = subprocess.run(["unshare", "-m", "--propagation", "private", sys.executable,
                            os.path.abspath(__file__), "inside", device, work, str(n),
-                           "--", *command], env=env, stdout=subprocess.PIPE, text=True)
+                           *target, "--", *command], env=env, stdout=subprocess.PIPE,
+                          text=True)
     return done.stdout if done.returncode == 0 else None
 
 
 def main(argv):
     if len(argv) >= 2 and argv[0] == "sorted-read":
         return sorted_read(argv[1])
+    container = None
+    if len(argv) > 7 and argv[4] == "--container":
+        container, argv = (argv[5], argv[6]), argv[:4] + argv[7:]
     if len(argv) < 6 or argv[0] != "inside" or argv[4] != "--":
         sys.exit(__doc__[__doc__.index("USAGE"):])
     try:
-        return inside(argv[1], argv[2], int(argv[3]), argv[5:])
+        return inside(argv[1], argv[2], int(argv[3]), argv[5:], container)
     except KeyboardInterrupt:
         print("launch_disk: interrupted: the runs' processes killed, the "
               "emulated disk detached", file=sys.stderr)

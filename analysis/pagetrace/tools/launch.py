@@ -502,5 +502,19 @@ def _verify_content(pack, keep, skipped):
     return still
 
 
+def sorted_prefetch_only(pack_path, replay=None):
+    """The sorted read of the pack at PACK_PATH as `launch --mode sorted`
+    plans it for its device, and nothing else: 0, or 1 with one line."""
+    pack = packfile.read(pack_path)
+    keep, _ = check_files(pack)
+    _, _, cap = device_mode(file_devices(pack, keep), pack.request_us)
+    gap, largest = sorted_plan(pack, keep, *(cap or SEEKING_DISK))
+    _, problem = sorted_prefetch(pack, keep, gap, largest, find_replay(replay))
+    if problem:
+        say(f"the sorted read failed: {problem}")
+        return 1
+    return 0
+
+
 if __name__ == "__main__":
     sys.exit(main())

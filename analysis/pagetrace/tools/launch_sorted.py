@@ -1,8 +1,8 @@
 """`pagetrace launch`, sorted mode: the pack's pages read in disk order
 before CMD starts, by `replay --sorted --prefetch` (FIEMAP order) from a
 list in the trace format written to a memfd. Used by the planner
-(tools/launch.py) and, alone, by the bench's bound (`sorted_prefetch_only`:
-the pack's sorted read as the launch plans it, with no command).
+(tools/launch.py; its `sorted_prefetch_only` is the bench's bound: the
+pack's sorted read as the launch plans it, with no command).
 Standard library only.
 """
 import os
@@ -100,19 +100,3 @@ def read_metadata(pack, devices, gap):
         finally:
             os.close(fd)
     return pages
-
-
-def sorted_prefetch_only(pack_path, replay=None):
-    """The sorted read of the pack at PACK_PATH as `launch --mode sorted`
-    plans it for its device, and nothing else: 0, or 1 with one line."""
-    from pagetrace.tools import launch
-    from pagetrace.tools.launch_files import check_files, file_devices, say
-    pack = packfile.read(pack_path)
-    keep, _ = check_files(pack)
-    _, _, cap = launch.device_mode(file_devices(pack, keep), pack.request_us)
-    gap, largest = launch.sorted_plan(pack, keep, *(cap or launch.SEEKING_DISK))
-    _, problem = sorted_prefetch(pack, keep, gap, largest, find_replay(replay))
-    if problem:
-        say(f"the sorted read failed: {problem}")
-        return 1
-    return 0

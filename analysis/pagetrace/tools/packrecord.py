@@ -29,7 +29,7 @@ from pagetrace.core.c_tools import find_c_tool
 from pagetrace.core.escape import display_path
 from pagetrace.core.packfile import pack_name, packs_dir
 from pagetrace.tools import throttle
-from pagetrace.tools.launch_plan import SEEK_US
+from pagetrace.tools.packdevice import request_us, seeking_disks, seeking_metadata
 from pagetrace.tools.startup_bench.used_pages import (fill_varying, first_accesses,
                                                       forced_readahead)
 from pagetrace.tools.startup_bench.cli import split_command
@@ -76,37 +76,6 @@ def used_first_accesses(traces, min_runs=1, fill=DEFAULT_FILL, preloads=False):
         first = {**forced_readahead(traces), **first}
     return {k: v for k, v in first.items()
             if not k[0].startswith("//") and not tracefile.is_metadata(k[0])}
-
-
-def metadata_reads(traces):
-    """{(device node, offset): when} of the metadata pages the traces read
-    (inode tables, directories, extent blocks: docs/trace-format.md), each
-    at its earliest read, counted as first_accesses counts."""
-    found = {}
-    for number, trace in enumerate(traces):
-        start = min((r.ts_us for r in trace.records), default=0)
-        for order, r in enumerate(trace.records):
-            if r.kind == "read" and tracefile.is_metadata(r.path):
-                key, when = (r.path, r.offset), (r.ts_us - start, number, order, 0)
-                if key not in found or when < found[key]:
-                    found[key] = when
-    return found
-
-
-def seeking_metadata(traces, measured):
-    """The metadata reads of the traces on the devices that seek (a random
-    read measured at SEEK_US or more: `measured`, request_us's): a launch
-    there reads them in disk order before the files, instead of the start
-    (and the prefetch's own opens) reading them one seek at a time."""
-    keep = {}
-    for (path, offset), when in metadata_reads(traces).items():
-        if path not in keep:
-            try:
-                keep[path] = measured.get(packfile.dev_text(os.stat(path).st_rdev),
-                                          0) >= SEEK_US
-            except OSError:
-                keep[path] = False
-    return {k: v for k, v in metadata_reads(traces).items() if keep[k[0]]}
 
 
 def group_ranges(pages, page_size):
@@ -160,53 +129,6 @@ def _files_and_ranges(ranges, warn):
     return files, kept
 
 
-PROBE_READS = 16
-
-
-def request_us(files, reads=PROBE_READS, seed=22):
-    """{dev: median microseconds of one random 4 KiB O_DIRECT read} per
-    device, measured on the largest file of the pack on it: what a request
-    costs there, which the rotational flag does not say (a virtio disk
-    says rotational 1 whatever backs it). Devices that refuse O_DIRECT
-    (tmpfs) are left out."""
-    largest = {}
-    for f in files:
-        if f.size >= 4096 and f.size > largest.get(f.dev, (0, ""))[0]:
-            largest[f.dev] = (f.size, f.path)
-    found = {}
-    for dev, (size, path) in largest.items():
-        us = random_read_us(path, size, reads, seed)
-        if us is not None:
-            found[dev] = us
-    return found
-
-
-def random_read_us(path, size, reads=PROBE_READS, seed=22):
-    """The median microseconds of `reads` random 4 KiB O_DIRECT reads of
-    the first `size` bytes of `path` (a file or a block device), or None
-    when it cannot be read so."""
-    import mmap
-    import random
-    rng = random.Random(seed)
-    buffer = mmap.mmap(-1, 4096)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_DIRECT | os.O_CLOEXEC)
-    except OSError:
-        return None
-    times = []
-    try:
-        for _ in range(reads):
-            offset = rng.randrange(size // 4096) * 4096
-            started = time.perf_counter()
-            os.preadv(fd, [buffer], offset)
-            times.append(time.perf_counter() - started)
-    except OSError:
-        times = []
-    finally:
-        os.close(fd)
-    return round(sorted(times)[len(times) // 2] * 1e6) if times else None
-
-
 def read_used_traces(paths):
     traces = []
     for path in paths:
@@ -241,26 +163,6 @@ def read_ahead_files(mountinfo=throttle.MOUNTINFO, sysfs="/sys"):
         if os.path.exists(path):
             files.setdefault(path, None)
     return list(files)
-
-
-def seeking_disks(read_ahead_paths, reads=8):
-    """[(MAJ:MIN, us)] of the disks (their read_ahead_kb files in sysfs)
-    whose random 4 KiB O_DIRECT read, over the whole disk, takes SEEK_US
-    or more (the median of `reads`): a disk that seeks."""
-    found = []
-    for path in read_ahead_paths:
-        sysdir = os.path.dirname(os.path.dirname(path))
-        try:
-            with open(os.path.join(sysdir, "uevent")) as f:
-                name = dict(line.strip().split("=", 1) for line in f if "=" in line)["DEVNAME"]
-            with open(os.path.join(sysdir, "size")) as f:
-                size = int(f.read()) * 512
-        except (OSError, KeyError, ValueError):
-            continue
-        us = random_read_us(f"/dev/{name}", size, reads) if size >= 4096 else None
-        if us is not None and us >= SEEK_US:
-            found.append((os.path.basename(sysdir), us))
-    return found
 
 
 def _write_text(path, text):
