@@ -17,12 +17,27 @@ installed), and (--apps pandas) this checkout's venv Python importing
 pandas and matplotlib.pyplot (759 files: shared libraries, .py and .pyc),
 whose I/O cost was too small to resolve on the machine's disk.
 
+--devices hdd-7200, hdd-5400 (issue 43) run launch_disk.py instead: the
+application's files in an image over diskemu's emulated seeking disk, the
+start from it in a private mount namespace, the pack recorded there, and
+the states cold, selective, hot, launched, whole-file (the trace's files
+read whole beside the start, as vmtouch -t or ureadahead would) and bound
+(the pack's sorted read, then a hot start), each from drop_caches but hot
+and selective, interleaved; --devices machine runs the same states on the
+machine's own disk. --apps pandas-container is a container's start
+(launch_container.py: python3 importing numpy and pandas, an image
+imported from a root made by mmdebstrap, dockerd started in the
+namespace), on those devices only.
+
 USAGE
   sudo .venv/bin/python bench/bench_launch.py [-n RUNS] [--dir DIR] [--devices LIST]
 
 EXAMPLES
   sudo .venv/bin/python bench/bench_launch.py -n 20
   sudo .venv/bin/python bench/bench_launch.py -n 5 --devices none --apps chromium
+  sudo .venv/bin/python bench/bench_launch.py -n 10 --devices hdd-7200 --apps firefox
+  sudo .venv/bin/python bench/bench_launch.py -n 10 --devices machine,hdd-7200 \
+      --apps pandas-container
 """
 import argparse
 import os
@@ -144,9 +159,11 @@ def main():
     parser.add_argument("-n", "--runs", type=int, default=20, help="runs per state (default 20)")
     parser.add_argument("--dir", default="/var/tmp/pagetrace-bench/launch", help="work directory")
     parser.add_argument("--devices", default="none,cloud-3000,hdd-150",
-                        help="none (the machine's disk) and device profiles")
+                        help="none (the machine's disk) and device profiles "
+                        "(startup-bench); hdd-7200, hdd-5400, machine (launch_disk.py)")
     parser.add_argument("--apps", default="firefox,chromium",
-                        help="firefox, chromium, pandas (default firefox,chromium)")
+                        help="firefox, chromium, pandas, pandas-container (default "
+                        "firefox,chromium)")
     args = parser.parse_args()
     work = pathlib.Path(args.dir)
     env = dict(os.environ, HOME=str(work / "firefox"))
