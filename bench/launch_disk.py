@@ -192,8 +192,10 @@ class Session:
         self.disk = None
         self.files = []
         self.pack_path = os.path.join(work, "app.pack")
-        # More states, for pilots: launched-ra0 (a pack recorded with
-        # read_ahead_kb 0, the default before issue 43).
+        # More states: launched-stale (the pack with every file's inode
+        # changed); for pilots, launched-ra0 (a pack recorded with
+        # read_ahead_kb 0, the default before issue 43) and read-gapN (the
+        # sorted read alone, gaps of N pages filled).
         self.states = STATES + tuple(s for s in os.environ.get("LAUNCH_DISK_EXTRA", "").split(",")
                                      if s)
 
@@ -261,6 +263,11 @@ class Session:
             facts["pack_ra0_runs_s"] = [float(s) for _, s in RUN_RECORDED.findall(done.stderr)]
             facts["pack_ra0_line"] = (done.stderr.strip().splitlines() or [""])[-1]
         pack = packfile.read(self.pack_path)
+        if "launched-stale" in self.states:
+            # Every file replaced, as after an upgrade: one line, no prefetch.
+            packfile.write(pack._replace(files=[f._replace(ino=f.ino + (1 << 40))
+                                                for f in pack.files]),
+                           self.pack_path + ".stale")
         extra = [f.path for f in pack.files if f.path not in self.files
                  and not tracefile.is_metadata(f.path)]
         self.files += extra
@@ -291,12 +298,21 @@ class Session:
         """(seconds, read part or None, exit status, message)."""
         self.prepare(state)
         read_s = None
-        if state in ("launched", "launched-ra0"):
-            pack = self.pack_path + (".ra0" if state == "launched-ra0" else "")
+        if state in ("launched", "launched-ra0", "launched-stale"):
+            pack = self.pack_path + {"launched-ra0": ".ra0", "launched-stale": ".stale"}.get(
+                state, "")
             elapsed, status, last = self.start([LAUNCHER, "-q", pack, "--", *self.app])
         elif state == "whole-file":
             elapsed, status, last = self.start(
                 self.app, beside=[sys.executable, "-I", "-S", "-c", WHOLE_FILE, *self.files])
+        elif state.startswith("read-gap"):
+            # Pilots: the sorted read alone, with gaps of N pages filled.
+            started = time.perf_counter()
+            proc = spawn([sys.executable, "-I", "-S", os.path.join(TOP, "bench", "launch_disk.py"),
+                          "sorted-read", self.pack_path, state[len("read-gap"):]])
+            status, last = finish(proc)
+            reap(proc)
+            return time.perf_counter() - started, None, status, last
         elif state == "bound":
             started = time.perf_counter()
             proc = spawn([sys.executable, "-I", "-S", os.path.join(TOP, "bench", "launch_disk.py"),
@@ -392,10 +408,10 @@ def summary_text(rows, facts):
     return "\n".join(lines)
 
 
-def sorted_read(pack_path):
+def sorted_read(pack_path, gap=None):
     """The bound's read: the pack's pages by the launch's own sorted plan."""
     from pagetrace.tools import launch
-    return launch.sorted_prefetch_only(pack_path)
+    return launch.sorted_prefetch_only(pack_path, gap=None if gap is None else int(gap))
 
 
 def inside(device, work, n, command, container=None):
@@ -486,7 +502,7 @@ def run_device(device, work, n, command, env, skip, container=None):
 
 def main(argv):
     if len(argv) >= 2 and argv[0] == "sorted-read":
-        return sorted_read(argv[1])
+        return sorted_read(*argv[1:3])
     container = None
     if len(argv) > 7 and argv[4] == "--container":
         container, argv = (argv[5], argv[6]), argv[:4] + argv[7:]

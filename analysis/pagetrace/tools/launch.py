@@ -502,13 +502,15 @@ def _verify_content(pack, keep, skipped):
     return still
 
 
-def sorted_prefetch_only(pack_path, replay=None):
+def sorted_prefetch_only(pack_path, replay=None, gap=None):
     """The sorted read of the pack at PACK_PATH as `launch --mode sorted`
-    plans it for its device, and nothing else: 0, or 1 with one line."""
+    plans it for its device (or with gaps of `gap` pages filled), and
+    nothing else: 0, or 1 with one line."""
     pack = packfile.read(pack_path)
     keep, _ = check_files(pack)
     _, _, cap = device_mode(file_devices(pack, keep), pack.request_us)
-    gap, largest = sorted_plan(pack, keep, *(cap or SEEKING_DISK))
+    planned, largest = sorted_plan(pack, keep, *(cap or SEEKING_DISK))
+    gap = planned if gap is None else gap
     _, problem = sorted_prefetch(pack, keep, gap, largest, find_replay(replay))
     if problem:
         say(f"the sorted read failed: {problem}")
