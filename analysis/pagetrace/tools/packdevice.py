@@ -14,20 +14,38 @@ PROBE_READS = 16
 
 def request_us(files, reads=PROBE_READS, seed=22):
     """{dev: median microseconds of one random 4 KiB O_DIRECT read} per
-    device, measured on the largest file of the pack on it: what a request
-    costs there, which the rotational flag does not say (a virtio disk
-    says rotational 1 whatever backs it). Devices that refuse O_DIRECT
-    (tmpfs) are left out."""
+    device of the pack's files: what a request costs there, which the
+    rotational flag does not say (a virtio disk says rotational 1
+    whatever backs it). Measured over the whole device where its node can
+    be opened (root; a drive's read-ahead buffer serves random reads
+    within a small file without a seek), else on the largest file of the
+    pack on it. Devices that refuse O_DIRECT (tmpfs) are left out."""
     largest = {}
     for f in files:
         if f.size >= 4096 and f.size > largest.get(f.dev, (0, ""))[0]:
             largest[f.dev] = (f.size, f.path)
     found = {}
     for dev, (size, path) in largest.items():
-        us = random_read_us(path, size, reads, seed)
+        node = device_node(f"/sys/dev/block/{dev}")
+        us = random_read_us(*node, reads, seed) if node else None
+        if us is None:
+            us = random_read_us(path, size, reads, seed)
         if us is not None:
             found[dev] = us
     return found
+
+
+def device_node(sysdir):
+    """(/dev/NAME, size in bytes) of the block device at SYSDIR
+    (/sys/dev/block/MAJ:MIN), or None."""
+    try:
+        with open(os.path.join(sysdir, "uevent")) as f:
+            name = dict(line.strip().split("=", 1) for line in f if "=" in line)["DEVNAME"]
+        with open(os.path.join(sysdir, "size")) as f:
+            size = int(f.read()) * 512
+    except (OSError, KeyError, ValueError):
+        return None
+    return (f"/dev/{name}", size) if size >= 4096 else None
 
 
 def random_read_us(path, size, reads=PROBE_READS, seed=22):
@@ -63,14 +81,8 @@ def seeking_disks(read_ahead_paths, reads=8):
     found = []
     for path in read_ahead_paths:
         sysdir = os.path.dirname(os.path.dirname(path))
-        try:
-            with open(os.path.join(sysdir, "uevent")) as f:
-                name = dict(line.strip().split("=", 1) for line in f if "=" in line)["DEVNAME"]
-            with open(os.path.join(sysdir, "size")) as f:
-                size = int(f.read()) * 512
-        except (OSError, KeyError, ValueError):
-            continue
-        us = random_read_us(f"/dev/{name}", size, reads) if size >= 4096 else None
+        node = device_node(sysdir)
+        us = random_read_us(*node, reads) if node else None
         if us is not None and us >= SEEK_US:
             found.append((os.path.basename(sysdir), us))
     return found
