@@ -32,6 +32,7 @@ requests are written to work/runs-DEVICE.csv; the summary to stdout.
 
 USAGE (root; bench_launch.py calls it)
   launch_disk.py inside DEVICE WORK N [--container NAME ROOT_TAR] -- CMD...
+  launch_disk.py markdown RUNS.csv      # the states as a markdown table
 """
 import json
 import os
@@ -408,6 +409,40 @@ def summary_text(rows, facts):
     return "\n".join(lines)
 
 
+def read_rows(csv_path):
+    """The rows of a runs CSV as iterations() wrote them."""
+    import csv
+    rows = []
+    with open(csv_path) as f:
+        for r in csv.DictReader(f):
+            rows.append({"iteration": int(r["iteration"]), "state": r["state"],
+                         "status": int(r["status"]) if r["status"] else None,
+                         "seconds": float(r["seconds"]) if r["seconds"] else None,
+                         "read_ahead_kb": r["read_ahead_kb"]})
+    return rows
+
+
+def markdown(rows):
+    """A markdown table of the states: mean and 95% CI, and the share of
+    cold - hot recovered (Fieller's interval)."""
+    states = tuple(dict.fromkeys(STATES + tuple(r["state"] for r in rows)))
+    table, shares = summary(rows, states)
+    out = ["| state | n | mean (s) | 95% CI (s) | recovers of cold − hot (95% CI) |",
+           "| --- | ---: | ---: | ---: | ---: |"]
+    for state in states:
+        if state not in table:
+            continue
+        # read-gapN times a read alone, not a start: no share of it.
+        t = table[state]
+        share = None if state.startswith("read-") else shares.get(("cold", state))
+        rec = "" if share is None else (
+            f"{share[0]:.0%} ({share[1]:.0%} to {share[2]:.0%})" if share[1] is not None
+            else f"{share[0]:.0%} (unbounded)")
+        out.append(f"| {state} | {t['n']} | {t['mean']:.3f} | {t['low']:.3f}–{t['high']:.3f} "
+                   f"| {rec} |")
+    return "\n".join(out)
+
+
 def sorted_read(pack_path, gap=None):
     """The bound's read: the pack's pages by the launch's own sorted plan."""
     from pagetrace.tools import launch
@@ -501,6 +536,9 @@ def run_device(device, work, n, command, env, skip, container=None):
 
 
 def main(argv):
+    if len(argv) == 2 and argv[0] == "markdown":
+        print(markdown(read_rows(argv[1])))
+        return 0
     if len(argv) >= 2 and argv[0] == "sorted-read":
         return sorted_read(*argv[1:3])
     container = None
