@@ -78,13 +78,24 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
-def kill_groups():
-    for pgid in list(_groups):
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        _groups.discard(pgid)
+def kill_groups(grace_s=10.0):
+    """SIGTERM to every run's process group (pack puts read_ahead_kb back
+    on SIGTERM), then SIGKILL to whatever is left after grace_s."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pgid in list(_groups):
+            try:
+                os.killpg(pgid, sig)
+            except ProcessLookupError:
+                _groups.discard(pgid)
+        end = time.monotonic() + grace_s
+        while sig == signal.SIGTERM and _groups and time.monotonic() < end:
+            for pgid in list(_groups):
+                try:
+                    os.killpg(pgid, 0)
+                except ProcessLookupError:
+                    _groups.discard(pgid)
+            time.sleep(0.1)
+    _groups.clear()
 
 
 def spawn(argv, **kw):
@@ -97,15 +108,26 @@ def spawn(argv, **kw):
     return proc
 
 
-def finish(proc, timeout=RUN_TIMEOUT):
-    """Waits for proc; its exit status and the last line of its stderr."""
+def finish(proc, timeout=RUN_TIMEOUT, whole=False):
+    """Waits for proc; its exit status and the last line of its stderr
+    (whole: all of it)."""
     try:
         _, err = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)
         _, err = proc.communicate()
-    lines = (err or b"").decode("utf-8", "replace").strip().splitlines()
-    return proc.returncode, (lines[-1] if lines else "")
+    text = (err or b"").decode("utf-8", "replace").strip()
+    return proc.returncode, (text if whole else (text.splitlines() or [""])[-1])
+
+
+def pagetrace_pack(argv, env):
+    """`pagetrace pack ARGV` in a group of its own: (seconds, exit status,
+    its stderr)."""
+    started = time.perf_counter()
+    proc = spawn([sys.executable, PAGETRACE, "pack", *argv], env=env)
+    status, err = finish(proc, timeout=3600, whole=True)
+    reap(proc)
+    return time.perf_counter() - started, status, err
 
 
 def reap(proc):
@@ -242,27 +264,24 @@ class Session:
         used = os.path.join(self.work, "used-alone.log")
         elapsed, status, last = self.traced(["--used", "-x", "-q", "-o", used])
         facts["traced_used_s"] = round(elapsed, 3)
-        started = time.perf_counter()
         target = ["--container", self.container] if self.container else []
-        done = subprocess.run([sys.executable, PAGETRACE, "pack", "-o", self.pack_path,
-                               "--keep-traces", os.path.join(self.work, "pack-runs"),
-                               *target, "--", *self.app], env=self.env, capture_output=True,
-                              text=True)
-        facts["pack_s"] = round(time.perf_counter() - started, 3)
-        if done.returncode:
-            sys.exit(f"launch_disk: pagetrace pack: exit status {done.returncode}: "
-                     + (done.stderr.strip().splitlines() or ["no message"])[-1])
-        facts["pack_runs_s"] = [float(s) for _, s in RUN_RECORDED.findall(done.stderr)]
-        facts["pack_line"] = done.stderr.strip().splitlines()[-1]
+        elapsed, status, err = pagetrace_pack(
+            ["-o", self.pack_path, "--keep-traces", os.path.join(self.work, "pack-runs"),
+             *target, "--", *self.app], self.env)
+        facts["pack_s"] = round(elapsed, 3)
+        if status:
+            sys.exit(f"launch_disk: pagetrace pack: exit status {status}: "
+                     + (err.splitlines() or ["no message"])[-1])
+        facts["pack_runs_s"] = [float(s) for _, s in RUN_RECORDED.findall(err)]
+        facts["pack_line"] = err.splitlines()[-1]
         if "launched-ra0" in self.states:
             # The pack as recorded before issue 43: read_ahead_kb 0 on every disk.
-            started = time.perf_counter()
-            done = subprocess.run([sys.executable, PAGETRACE, "pack", "--read-ahead-kb", "0",
-                                   "-o", self.pack_path + ".ra0", "--", *self.app],
-                                  env=self.env, capture_output=True, text=True)
-            facts["pack_ra0_s"] = round(time.perf_counter() - started, 3)
-            facts["pack_ra0_runs_s"] = [float(s) for _, s in RUN_RECORDED.findall(done.stderr)]
-            facts["pack_ra0_line"] = (done.stderr.strip().splitlines() or [""])[-1]
+            elapsed, status, err = pagetrace_pack(
+                ["--read-ahead-kb", "0", "-o", self.pack_path + ".ra0", *target,
+                 "--", *self.app], self.env)
+            facts["pack_ra0_s"] = round(elapsed, 3)
+            facts["pack_ra0_runs_s"] = [float(s) for _, s in RUN_RECORDED.findall(err)]
+            facts["pack_ra0_line"] = (err.splitlines() or [""])[-1]
         pack = packfile.read(self.pack_path)
         if "launched-stale" in self.states:
             # Every file replaced, as after an upgrade: one line, no prefetch.
@@ -528,11 +547,19 @@ def run_device(device, work, n, command, env, skip, container=None):
     if device != "machine" and not container:
         build_image(command, work, env, skip)
     target = ["--container", *container] if container else []
-    done = subprocess.run(["unshare", "-m", "--propagation", "private", sys.executable,
-                           os.path.abspath(__file__), "inside", device, work, str(n),
-                           *target, "--", *command], env=env, stdout=subprocess.PIPE,
-                          text=True)
-    return done.stdout if done.returncode == 0 else None
+    proc = subprocess.Popen(["unshare", "-m", "--propagation", "private", sys.executable,
+                             os.path.abspath(__file__), "inside", device, work, str(n),
+                             *target, "--", *command], env=env, stdout=subprocess.PIPE,
+                            text=True)
+    try:
+        out, _ = proc.communicate()
+    except KeyboardInterrupt:
+        # The session puts everything back itself: let it (subprocess.run
+        # would kill it at once).
+        proc.send_signal(signal.SIGINT)
+        proc.wait()
+        raise
+    return out if proc.returncode == 0 else None
 
 
 def main(argv):
