@@ -203,4 +203,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("bench_launch: interrupted", file=sys.stderr)
+        sys.exit(130)
