@@ -255,8 +255,10 @@ def test_bench_interrupted_anywhere_leaves_nothing(tmp_path, after_s):
                               "/usr/share/pagetrace-slow/f"],
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     time.sleep(after_s)
+    assert bench.poll() is None, "the bench ended before it was interrupted"
     bench.send_signal(signal.SIGINT)
     _, err = bench.communicate(timeout=120)
+    assert bench.returncode == 130, err
     deadline = time.monotonic() + 10
     while _leftovers(work, image) != ("", []) and time.monotonic() < deadline:
         time.sleep(0.2)
