@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """A start on one device, states interleaved (issue 43): the application's
 files on an image over diskemu's emulated seeking disk (hdd-7200,
-hdd-5400), or on the machine's own disk (none), `pagetrace pack` recorded
-there, then per iteration, in a rotating order:
+hdd-5400), or on the machine's own disk (machine), `pagetrace pack`
+recorded there, then per iteration, in a new random order each time:
 
   cold        sync; drop_caches (files, dentries, inodes, metadata)
   selective   only the files of the cold trace and the pack evicted
