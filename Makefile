@@ -6,7 +6,7 @@ PYTHON ?= $(CURDIR)/.venv/bin/python
 # Sub-projects with a Makefile of their own.
 SUBDIRS := lib tracer replay launch samples diskemu
 
-.PHONY: all deps test test-arm64 test-containers test-dist static dist install-share wheel test-wheel deb test-deb test-kernels test-stap test-spark bench demo install clean fuzz-cache fuzz-cache-long $(SUBDIRS)
+.PHONY: all deps test test-all test-arm64 test-containers test-dist static dist install-share wheel test-wheel deb test-deb test-kernels test-stap test-spark bench demo install clean fuzz fuzz-cache fuzz-cache-long $(SUBDIRS)
 
 all: $(SUBDIRS)
 
@@ -18,12 +18,23 @@ $(SUBDIRS):
 tracer replay launch diskemu: lib
 
 deps:
-	scripts/install-deps
+	env -u PYTHON scripts/install-deps
 
 # Each run by its own target after the packaging it checks (make test-dist,
 # test-wheel, test-deb), not by make test.
 PACKAGING_TESTS := tests/test_dist.py tests/test_wheel.py tests/test_deb.py
-test: all
+# On a fresh clone `sudo make test` runs the install step first (Debian's
+# packages and .venv/: scripts/install-deps), before the build needs them.
+# .venv/bin/pagetrace is the install's last step: one cut short runs again.
+INSTALLED := $(CURDIR)/.venv/bin/pagetrace
+$(INSTALLED):
+	@[ "$$(id -u)" -eq 0 ] || { echo "make: no .venv/ yet: run sudo make test (it runs scripts/install-deps first)" >&2; exit 1; }
+	@echo "make: no .venv/ yet: scripts/install-deps first" >&2
+	env -u PYTHON scripts/install-deps
+ifneq ($(filter test,$(MAKECMDGOALS)),)
+$(SUBDIRS): | $(INSTALLED)
+endif
+test: all | $(INSTALLED)
 	@test -x $(PYTHON) || { echo "make: no $(PYTHON): run scripts/install-deps first" >&2; exit 1; }
 	$(PYTHON) -m pytest -ra tests --ignore=tests/kernels --ignore=tests/test_containers.py $(PACKAGING_TESTS:%=--ignore=%)
 
@@ -73,10 +84,24 @@ test-arm64:
 	PAGETRACE_KERNELS_FUZZ_SEEDS="$(ARM64_QUICK_SEEDS)" \
 	$(PYTHON) -m pytest -ra tests/kernels -k "$(ARM64_QUICK_KERNEL)-"
 
+# Everything the project proves, where .ci/run (what gates a landing, under
+# 50 minutes on a fresh machine) runs a part: the suite; every kernel of the
+# matrix in full, the arm64 rows among them (docs/kernels.md, rendered with
+# the commit its results came from); readpage.stp's modules compiled for
+# each kernel; containers and packages; the 10,000 + 10,000 random scripts.
+# Hours on this 2-core machine; each part also runs alone by its target.
+ALL_KERNELS ?= 5.10 6.1 6.12 7.3 host arm64-6.1 arm64-6.12
+test-all: all
+	$(MAKE) test
+	$(MAKE) test-kernels KERNELS="$(ALL_KERNELS)" KERNELS_QUICK= PAGETRACE_KERNELS_BUDGET=14400
+	$(MAKE) test-stap
+	$(MAKE) test-containers test-dist test-wheel test-deb
+	$(MAKE) fuzz-cache-long
+
 # The randomized ground truth of the cache tools' counts (tests/cachefuzz.py,
 # docs/tracer.md): one seed (make fuzz-cache SEED=N, what a failing seed
-# prints), or COUNT seeds from SEED; fuzz-cache-long runs seeds 1-10,000 on
-# ext4 and xfs, 1,000 at a time (about 40 min here). As root. The results
+# prints), or COUNT seeds from SEED; fuzz-cache-long runs the first 10,000
+# seeds on ext4 and xfs, 1,000 at a time (about 40 min here). As root. The results
 # and traces stay in FUZZ_DIR.
 SEED ?= 1
 COUNT ?= 1
@@ -93,6 +118,12 @@ fuzz-cache-long: all
 	    --json $(FUZZ_DIR)/long-$$start.json || exit 1; \
 	  $(PYTHON) tests/cachefuzz_check.py $(FUZZ_DIR)/long-$$start.json || status=1; \
 	done; exit $$status
+
+# libFuzzer (clang, ASan, UBSan) on every parser of outside input, each
+# for FUZZ_S seconds, or FUZZ_RUNS executions (fuzz/Makefile lists them).
+FUZZ_S ?= 60
+fuzz:
+	$(MAKE) -C fuzz run FUZZ_S=$(FUZZ_S) $(if $(FUZZ_RUNS),FUZZ_RUNS=$(FUZZ_RUNS))
 
 # The Spark SQL job on a local single-node Spark, against pagetrace merge
 # (docs/scale.md). Opt-in: it installs a JVM and pyspark (about 500 MB).
@@ -125,6 +156,8 @@ install: all install-share
 	install -d $(DESTDIR)$(PREFIX)/share/pagetrace/examples
 	sed 's|@BINDIR@|$(PREFIX)/bin|' docs/examples/pagetrace-launch-example.service \
 		> $(DESTDIR)$(PREFIX)/share/pagetrace/examples/pagetrace-launch-example.service
+	sed 's|@BINDIR@|$(PREFIX)/bin|; s|@EXAMPLES@|$(PREFIX)/share/pagetrace/examples|' \
+		docs/examples/pagetrace-launch.conf > $(DESTDIR)$(PREFIX)/share/pagetrace/examples/pagetrace-launch.conf
 
 # What every install shares, whatever builds the C tools (make install,
 # the tarball, the deb): the scripts, their man pages, the package, the

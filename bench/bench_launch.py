@@ -17,12 +17,27 @@ installed), and (--apps pandas) this checkout's venv Python importing
 pandas and matplotlib.pyplot (759 files: shared libraries, .py and .pyc),
 whose I/O cost was too small to resolve on the machine's disk.
 
+--devices hdd-7200, hdd-5400 (issue 43) run launch_disk.py instead: the
+application's files in an image over diskemu's emulated seeking disk, the
+start from it in a private mount namespace, the pack recorded there, and
+the states cold, selective, hot, launched, whole-file (the trace's files
+read whole beside the start, as vmtouch -t or ureadahead would) and bound
+(the pack's sorted read, then a hot start), each from drop_caches but hot
+and selective, interleaved; --devices machine runs the same states on the
+machine's own disk. --apps pandas-container is a container's start
+(launch_container.py: python3 importing numpy and pandas, an image
+imported from a root made by mmdebstrap, dockerd started in the
+namespace), on those devices only.
+
 USAGE
   sudo .venv/bin/python bench/bench_launch.py [-n RUNS] [--dir DIR] [--devices LIST]
 
 EXAMPLES
   sudo .venv/bin/python bench/bench_launch.py -n 20
   sudo .venv/bin/python bench/bench_launch.py -n 5 --devices none --apps chromium
+  sudo .venv/bin/python bench/bench_launch.py -n 10 --devices hdd-7200 --apps firefox
+  sudo .venv/bin/python bench/bench_launch.py -n 10 --devices machine,hdd-7200 \
+      --apps pandas-container
 """
 import argparse
 import os
@@ -36,6 +51,9 @@ TOP = pathlib.Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(TOP / "analysis"))
 from pagetrace.core import packfile  # noqa: E402
 from pagetrace.tools import pagecache_files, readfloor, throttle  # noqa: E402
+sys.path.insert(0, str(TOP / "bench"))
+import launch_container  # noqa: E402
+import launch_disk  # noqa: E402
 
 STATES = "selective,hot,launched,launched-stale"
 GAIN = re.compile(r"^(launched\S*) \(total\) vs selective: ([-+\d.]+)% \(95% CI (.*?)\); "
@@ -53,17 +71,24 @@ def apps(work):
                      f"--user-data-dir={chromium / 'profile'}",
                      f"--screenshot={chromium / 's.png'}", "about:blank"],
         "pandas": [str(TOP / ".venv" / "bin" / "python"), "-c",
-                   "import pandas, matplotlib.pyplot"]}
+                   "import pandas, matplotlib.pyplot"],
+        # A container's start (launch_container.py): --devices of launch_disk only.
+        "pandas-container": launch_container.COMMAND}
 
 
-def prepare(name, command, out, env):
-    """A fresh firefox profile (one untimed start), a cold trace for the
-    files to evict, and the pack with pagetrace pack's defaults."""
+def make_profile(name, command, out, env):
+    """A fresh browser profile (one untimed start)."""
     out.mkdir(parents=True, exist_ok=True)
     if name in ("firefox", "chromium"):
         shutil.rmtree(out / "profile", ignore_errors=True)
         (out / "profile").mkdir()
         subprocess.run(command, env=env, capture_output=True, check=True)
+
+
+def prepare(name, command, out, env):
+    """A fresh firefox profile (one untimed start), a cold trace for the
+    files to evict, and the pack with pagetrace pack's defaults."""
+    make_profile(name, command, out, env)
     os.sync()
     pathlib.Path("/proc/sys/vm/drop_caches").write_text("3\n")
     subprocess.run([TOP / "tracer" / "trace", "-x", "-q", "-o", out / "cold.log",
@@ -134,12 +159,15 @@ def main():
     parser.add_argument("-n", "--runs", type=int, default=20, help="runs per state (default 20)")
     parser.add_argument("--dir", default="/var/tmp/pagetrace-bench/launch", help="work directory")
     parser.add_argument("--devices", default="none,cloud-3000,hdd-150",
-                        help="none (the machine's disk) and device profiles")
+                        help="none (the machine's disk) and device profiles "
+                        "(startup-bench); hdd-7200, hdd-5400, machine (launch_disk.py)")
     parser.add_argument("--apps", default="firefox,chromium",
-                        help="firefox, chromium, pandas (default firefox,chromium)")
+                        help="firefox, chromium, pandas, pandas-container (default "
+                        "firefox,chromium)")
     args = parser.parse_args()
     work = pathlib.Path(args.dir)
     env = dict(os.environ, HOME=str(work / "firefox"))
+    devices = args.devices.split(",")
     for name, command in apps(work).items():
         if name not in args.apps.split(","):
             continue
@@ -147,8 +175,21 @@ def main():
             print(f"{command[0]} is not installed: {name} skipped\n")
             continue
         out = work / name
+        container = None
+        if name == "pandas-container":
+            container = (launch_container.NAME, launch_container.root_tar(str(out)))
+        for device in [d for d in devices if d in launch_disk.DEVICES]:
+            print(f"### {name}, {launch_disk.DEVICES[device]}\n", flush=True)
+            make_profile(name, command, out, env)
+            text = launch_disk.run_device(device, str(out / device), args.runs, command,
+                                          env, str(out), container)
+            print(f"```\n{(text or 'failed: see its lines on stderr').strip()}\n```\n",
+                  flush=True)
+        devices_here = [d for d in devices if d not in launch_disk.DEVICES]
+        if not devices_here or container:
+            continue
         print(f"{name}: {' '.join(command)}\npack: {prepare(name, command, out, env)}\n")
-        for device in args.devices.split(","):
+        for device in devices_here:
             profile = [] if device == "none" else ["--device-profile", device]
             done = subprocess.run(
                 [sys.executable, TOP / "scripts" / "startup-bench", "--trace", out / "cold.log",
@@ -162,4 +203,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:
+        print("bench_launch: interrupted", file=sys.stderr)
+        sys.exit(130)

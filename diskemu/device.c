@@ -21,6 +21,7 @@
 
 #include "clock.h"
 #include "errmsg.h"
+#include "json.h"
 #include "loopdev.h"
 
 /* The file the FUSE file system shows: the image, as "/disk". */
@@ -259,13 +260,17 @@ static int unmount_fs(const char *dir)
 
 static void print_ready(const struct diskemu *d)
 {
-	if (d->opt.json)
-		printf("{\"device\":\"%s\",\"profile\":\"%s\",\"mount\":%s%s%s}\n",
-		       d->dev, d->model.p.name, d->opt.mount ? "\"" : "",
-		       d->opt.mount ? d->opt.mount : "null",
-		       d->opt.mount ? "\"" : "");
-	else
+	if (d->opt.json) {
+		fputs("{\"device\":", stdout);
+		json_puts(stdout, d->dev);
+		fputs(",\"profile\":", stdout);
+		json_puts(stdout, d->model.p.name);
+		fputs(",\"mount\":", stdout);
+		json_puts_or_null(stdout, d->opt.mount);
+		fputs("}\n", stdout);
+	} else {
 		printf("%s\n", d->dev);
+	}
 	fflush(stdout);
 }
 

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "errmsg.h"
+#include "json.h"
 
 /* The profile table: --profiles, else profiles.tsv beside the program (the
  * source tree), else where `make install` puts it. */
@@ -73,11 +74,13 @@ void diskemu_print_prediction(const struct diskemu *d)
 	double first = drive_rate_bps(m, 0), last = drive_rate_bps(m, span - 1);
 
 	if (d->opt.json) {
-		printf("{\"profile\":\"%s\",\"span_bytes\":%llu,"
+		fputs("{\"profile\":", stdout);
+		json_puts(stdout, m->p.name);
+		printf(",\"span_bytes\":%llu,"
 		       "\"boundary_ms\":%.4f,\"mean_seek_ms\":%.4f,"
 		       "\"rotation_ms\":%.4f,\"random_4k_iops\":%.3f,"
 		       "\"first_zone_bps\":%.0f,\"last_zone_bps\":%.0f}\n",
-		       m->p.name, (unsigned long long)d->image_size,
+		       (unsigned long long)d->image_size,
 		       m->boundary_ms, seek * 1e3, m->rev_s / 2 * 1e3, iops,
 		       first, last);
 		return;

@@ -2,6 +2,7 @@
 #include "drive_model.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -23,7 +24,7 @@ static int parse_columns(char **col, struct drive_profile *p)
 			     &p->track_to_track_ms, &p->full_stroke_ms,
 			     &p->boundary_fraction, &p->outer_bps,
 			     &p->inner_bps};
-	uint64_t readahead;
+	uint64_t zones, readahead;
 	char *end;
 
 	if (strlen(col[0]) >= DRIVE_NAME_MAX)
@@ -37,11 +38,12 @@ static int parse_columns(char **col, struct drive_profile *p)
 	}
 	p->outer_bps *= 1e6;    /* the file has MB/s, as datasheets */
 	p->inner_bps *= 1e6;
-	p->zones = (int)strtol(col[9], &end, 10);
-	if (*end)
+	if (parse_number(col[9], NULL, 1, INT_MAX, &zones) < 0)
 		return -1;
+	p->zones = (int)zones;
 	p->overhead_ms = strtod(col[10], &end);
-	if (*end || parse_size(col[11], &readahead) < 0)
+	if (*end || parse_number(col[11], &size_units, 0, UINT64_MAX,
+				 &readahead) < 0)
 		return -1;
 	p->readahead = (double)readahead;
 	return 0;

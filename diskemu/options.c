@@ -1,8 +1,8 @@
 /* Command line of diskemu (argp). */
 #include "diskemu.h"
+#include "option.h"
 
 #include <argp.h>
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -72,20 +72,6 @@ static const struct argp_option argp_options[] = {
 	{NULL, 0, NULL, 0, NULL, 0},
 };
 
-static int parse_read_ahead(const char *text, unsigned *kb)
-{
-	unsigned long value;
-	char *end;
-
-	errno = 0;
-	value = strtoul(text, &end, 10);
-	if (errno || end == text || *end || text[0] == '-' ||
-	    value > 1048576)
-		return -1;
-	*kb = (unsigned)value;
-	return 0;
-}
-
 static error_t parse_opt(int key, char *arg, struct argp_state *state)
 {
 	struct diskemu_options *o = state->input;
@@ -99,9 +85,8 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case OPT_LOG: o->log = arg; break;
 	case OPT_EXIT_WITH_PARENT: o->exit_with_parent = 1; break;
 	case OPT_READ_AHEAD:
-		if (parse_read_ahead(arg, &o->read_ahead_kb) < 0)
-			argp_error(state, "bad --read-ahead '%s' (KiB, 0 to "
-				   "1048576)", arg);
+		o->read_ahead_kb = (unsigned)number_option("--read-ahead", arg,
+							   NULL, 0, 1048576);
 		break;
 	case 'j': o->json = 1; break;
 	case 'q': o->quiet = 1; break;

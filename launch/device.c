@@ -4,8 +4,8 @@
  * does not say it is rotational). Only then is the prefetch beside the
  * start in first-access order the right one; otherwise the Python planner
  * models the device and chooses (a sorted prefetch before the start, or
- * none: docs/lab/case-study-firefox.md, "Slow storage"). Anything this file
- * cannot tell (a cgroup hierarchy away from its usual place) also goes to
+ * none: docs/lab/case-study-firefox.md, "On slower storage"). Anything
+ * this file cannot tell (a cgroup hierarchy away from its usual place) also goes to
  * the planner. */
 #include "launch.h"
 

@@ -182,3 +182,59 @@ bool cgroup_path_of_id(__u64 id, char *path, size_t size)
 	snprintf(path, size, "%s", wanted.found[n] ? wanted.found + n : "/");
 	return true;
 }
+
+static struct {
+	__u64 *ids;
+	long n, cap;
+} live;
+
+static int add_live(const char *path, const struct stat *st, int type, struct FTW *ftw)
+{
+	(void)path;
+	(void)ftw;
+	if (type != FTW_D)
+		return 0;
+	if (live.n == live.cap) {
+		long cap = live.cap ? 2 * live.cap : 256;
+		__u64 *grown = reallocarray(live.ids, cap, sizeof(*grown));
+
+		if (!grown)
+			return -1;
+		live.ids = grown;
+		live.cap = cap;
+	}
+	live.ids[live.n++] = st->st_ino;
+	return 0;
+}
+
+static int compare_ids(const void *a, const void *b)
+{
+	__u64 x = *(const __u64 *)a, y = *(const __u64 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+long cgroup_live_ids(__u64 **ids)
+{
+	struct mount_match match = {};	/* .path NULL: the whole cgroup2 hierarchy */
+	int walked;
+
+	*ids = NULL;
+	if (for_each_mount(match_mount, &match) < 0 || !match.best)
+		return -1;
+	live.ids = NULL;
+	live.n = live.cap = 0;
+	walked = nftw(match.point, add_live, 16, FTW_PHYS | FTW_MOUNT);
+	if (walked) {
+		free(live.ids);
+		return -1;
+	}
+	qsort(live.ids, live.n, sizeof(*live.ids), compare_ids);
+	*ids = live.ids;
+	return live.n;
+}
+
+bool cgroup_id_in(const __u64 *ids, long n, __u64 id)
+{
+	return n > 0 && bsearch(&id, ids, n, sizeof(*ids), compare_ids) != NULL;
+}

@@ -32,4 +32,15 @@ bool cgroup_target_exists(const struct cgroup_target *target);
  */
 bool cgroup_path_of_id(__u64 id, char *path, size_t size);
 
+/*
+ * The ids of every cgroup of the cgroup2 hierarchy now, sorted, into *@ids
+ * (malloc'd): their number, or -1 (no cgroup2 hierarchy, out of memory).
+ * One walk of the tree, for tools that run for days and must drop what
+ * they keep of cgroups that are gone.
+ */
+long cgroup_live_ids(__u64 **ids);
+
+/* Is @id among the @n sorted @ids? */
+bool cgroup_id_in(const __u64 *ids, long n, __u64 id);
+
 #endif

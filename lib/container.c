@@ -19,6 +19,7 @@
 #include <unistd.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include "array.h"
 #include "container.h"
 #include "cgroup.h"
 #include "errmsg.h"
@@ -278,19 +279,18 @@ bool container_name_of_cgroup(const char *cgroup, char *name, size_t size)
 
 /* Named so far: asked once per cgroup id. */
 static struct cgroup_name *cgroup_names;
-static size_t nr_cgroup_names;
+static size_t nr_cgroup_names, cgroup_names_cap;
 
 const struct cgroup_name *name_cgroup(__u64 id, const char *component)
 {
-	struct cgroup_name *grown, *name;
+	struct cgroup_name *name;
 
 	for (size_t i = 0; i < nr_cgroup_names; i++)
 		if (cgroup_names[i].id == id)
 			return &cgroup_names[i];
-	grown = reallocarray(cgroup_names, nr_cgroup_names + 1, sizeof(*grown));
-	if (!grown)
+	if (array_reserve(&cgroup_names, &cgroup_names_cap, nr_cgroup_names + 1,
+			  sizeof(*cgroup_names)))
 		return NULL;
-	cgroup_names = grown;
 	name = &cgroup_names[nr_cgroup_names];
 	memset(name, 0, sizeof(*name));
 	name->id = id;
@@ -303,6 +303,21 @@ const struct cgroup_name *name_cgroup(__u64 id, const char *component)
 	container_name_of_cgroup(name->path, name->container, sizeof(name->container));
 	nr_cgroup_names++;
 	return name;
+}
+
+void forget_gone_cgroups(void)
+{
+	__u64 *live;
+	long n = cgroup_live_ids(&live);
+	size_t kept = 0;
+
+	if (n < 0)
+		return;
+	for (size_t i = 0; i < nr_cgroup_names; i++)
+		if (cgroup_id_in(live, n, cgroup_names[i].id))
+			cgroup_names[kept++] = cgroup_names[i];
+	nr_cgroup_names = kept;
+	free(live);
 }
 
 /*
@@ -402,15 +417,13 @@ int container_cgroup_target(const char *name, struct cgroup_target *target)
 static int take_one(const char *dir, const char *id, void *arg)
 {
 	struct container_cgroups *seen = arg;
-	char (*ids)[65];
 
 	(void)dir;
 	if (seen_id(seen, id))
 		return 0;
-	ids = realloc(seen->ids, (seen->n + 1) * sizeof(*ids));
-	if (!ids)
+	if (array_reserve(&seen->ids, &seen->cap, seen->n + 1,
+			  sizeof(*seen->ids)))
 		return -1;
-	seen->ids = ids;
 	memcpy(seen->ids[seen->n++], id, 65);
 	return 0;
 }
@@ -418,7 +431,7 @@ static int take_one(const char *dir, const char *id, void *arg)
 int container_cgroups_take(struct container_cgroups *seen)
 {
 	seen->ids = NULL;
-	seen->n = 0;
+	seen->n = seen->cap = 0;
 	return for_each_container_cgroup(take_one, seen);
 }
 
@@ -454,5 +467,5 @@ void container_cgroups_free(struct container_cgroups *seen)
 {
 	free(seen->ids);
 	seen->ids = NULL;
-	seen->n = 0;
+	seen->n = seen->cap = 0;
 }

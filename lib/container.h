@@ -80,6 +80,11 @@ struct cgroup_name {
  */
 const struct cgroup_name *name_cgroup(unsigned long long id, const char *component);
 
+/* Forgets the names of cgroups that are gone (one walk of the cgroup2
+ * hierarchy): a tool that runs for days must not keep a name for every
+ * cgroup it ever met. */
+void forget_gone_cgroups(void);
+
 /*
  * The ids of the containers' cgroups there are now (where docker and
  * podman make them), so that one made later is told apart. 0, or -1 when
@@ -87,7 +92,7 @@ const struct cgroup_name *name_cgroup(unsigned long long id, const char *compone
  */
 struct container_cgroups {
 	char (*ids)[65];
-	size_t n;
+	size_t n, cap;
 };
 int container_cgroups_take(struct container_cgroups *seen);
 /*

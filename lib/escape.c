@@ -22,7 +22,7 @@ void escape_puts(FILE *out, const char *text)
 	escape_write(out, text, strlen(text), NULL);
 }
 
-char *escape_string(const char *text)
+char *escape_bytes(const char *bytes, size_t len)
 {
 	char *escaped = NULL;
 	size_t size = 0;
@@ -30,12 +30,17 @@ char *escape_string(const char *text)
 
 	if (!stream)
 		return NULL;
-	escape_puts(stream, text);
+	escape_write(stream, bytes, len, NULL);
 	if (fclose(stream) != 0) {
 		free(escaped);
 		return NULL;
 	}
 	return escaped;
+}
+
+char *escape_string(const char *text)
+{
+	return escape_bytes(text, strlen(text));
 }
 
 static int is_octal(char c)

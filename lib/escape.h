@@ -1,6 +1,6 @@
 /* The one escaper of the C tools: the trace format's path escaping
- * (docs/trace-format.md, "Escaping"), and undoing the octal escapes that
- * /proc/self/mountinfo writes. */
+ * (docs/trace-format.md, "Path escaping"), and undoing the octal escapes
+ * that /proc/self/mountinfo writes. */
 #ifndef PAGETRACE_ESCAPE_H
 #define PAGETRACE_ESCAPE_H
 
@@ -13,7 +13,10 @@
 void escape_write(FILE *out, const char *bytes, size_t len, const char *extra);
 /* The same for a NUL-terminated TEXT. */
 void escape_puts(FILE *out, const char *text);
-/* TEXT escaped into a new string; NULL when out of memory. */
+/* The LEN BYTES escaped into a new string (NUL-terminated); NULL when out
+ * of memory. */
+char *escape_bytes(const char *bytes, size_t len);
+/* The same for a NUL-terminated TEXT. */
 char *escape_string(const char *text);
 
 /* Undoes \ooo escapes (\000 to \377) in place, as mountinfo writes them;

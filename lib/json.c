@@ -2,6 +2,7 @@
 #include "json.h"
 
 #include <stdint.h>
+#include <string.h>
 
 /* Length of the valid UTF-8 sequence at S (at most LEN bytes), or 0. */
 static size_t utf8_sequence_length(const unsigned char *s, size_t len)
@@ -58,4 +59,17 @@ void json_string(FILE *out, const char *bytes, size_t len)
 		}
 	}
 	fputc('"', out);
+}
+
+void json_puts(FILE *out, const char *text)
+{
+	json_string(out, text, strlen(text));
+}
+
+void json_puts_or_null(FILE *out, const char *text)
+{
+	if (text)
+		json_puts(out, text);
+	else
+		fputs("null", out);
 }

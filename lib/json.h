@@ -1,4 +1,5 @@
-/* JSON string output shared by replay, tracefile-dump and launch. */
+/* JSON string output: the one JSON string writer of the C tools (replay,
+ * tracefile-dump, launch, cachetop). */
 #ifndef PAGETRACE_JSON_H
 #define PAGETRACE_JSON_H
 
@@ -10,5 +11,9 @@
  * that json.loads() gives the str the Python reader makes of the same
  * bytes. */
 void json_string(FILE *out, const char *bytes, size_t len);
+/* The same for a NUL-terminated TEXT. */
+void json_puts(FILE *out, const char *text);
+/* TEXT as a JSON string, or null when TEXT is NULL. */
+void json_puts_or_null(FILE *out, const char *text);
 
 #endif

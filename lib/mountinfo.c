@@ -59,3 +59,30 @@ int for_each_mount(int (*fn)(const struct mount_entry *, void *), void *arg)
 	fclose(f);
 	return ret;
 }
+
+struct dev_search {
+	dev_t dev;
+	struct mount_copy *found;
+};
+
+static int copy_if_dev(const struct mount_entry *m, void *arg)
+{
+	struct dev_search *search = arg;
+
+	if (m->dev != search->dev)
+		return 0;
+	snprintf(search->found->point, sizeof(search->found->point), "%s",
+		 m->point);
+	snprintf(search->found->source, sizeof(search->found->source), "%s",
+		 m->source);
+	snprintf(search->found->fstype, sizeof(search->found->fstype), "%s",
+		 m->fstype);
+	return 1;
+}
+
+int mount_of_dev(dev_t dev, struct mount_copy *m)
+{
+	struct dev_search search = {dev, m};
+
+	return for_each_mount(copy_if_dev, &search);
+}

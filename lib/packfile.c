@@ -323,7 +323,8 @@ static int request_us(struct reader *rd)
 {
 	struct pack *p = rd->pack;
 	struct span s = rd->keys[N_HEADER_KEYS];
-	char *q = s.start, *end = s.start + s.len;
+	/* no request-us key: no span (NULL + 0 is undefined in C) */
+	char *q = s.start, *end = s.start ? s.start + s.len : NULL;
 
 	while (q && q < end) {
 		struct pack_request_us r;

@@ -4,37 +4,45 @@
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
-static int suffix_shift(char c)
+const struct number_units size_units = {
+	"a size (bytes, K, M or G)",
+	{{"", 1}, {"K", 1 << 10}, {"k", 1 << 10}, {"M", 1 << 20},
+	 {"m", 1 << 20}, {"G", 1 << 30}, {"g", 1 << 30}, {NULL, 0}},
+};
+
+/* The scale of SUFFIX among UNITS (a bare number: 1 unless UNITS say
+ * otherwise); 0 when it is none of theirs. */
+static uint64_t scale_of(const char *suffix, const struct number_units *units)
 {
-	switch (c) {
-	case 'k': case 'K': return 10;
-	case 'm': case 'M': return 20;
-	case 'g': case 'G': return 30;
-	case '\0': return 0;
-	}
-	return -1;
+	const struct number_unit *u;
+
+	for (u = units ? units->unit : NULL; u && u->suffix; u++)
+		if (strcmp(suffix, u->suffix) == 0)
+			return u->scale;
+	return suffix[0] == '\0' ? 1 : 0;
+}
+
+int parse_number(const char *text, const struct number_units *units,
+		 uint64_t min, uint64_t max, uint64_t *value)
+{
+	size_t digits = strspn(text, "0123456789");
+	uint64_t number, scale = scale_of(text + digits, units);
+	int ret = parse_u64(text, digits, &number);
+
+	if (ret == -1 || scale == 0)
+		return NUMBER_SYNTAX;
+	if (ret == -2 || number > UINT64_MAX / scale ||
+	    number * scale < min || number * scale > max)
+		return NUMBER_RANGE;
+	*value = number * scale;
+	return 0;
 }
 
 int parse_size(const char *text, uint64_t *bytes)
 {
-	unsigned long long value;
-	char *end;
-	int shift;
-
-	/* strtoull would take blanks, signs and "0x" too. */
-	if (text[0] < '0' || text[0] > '9')
-		return -1;
-	errno = 0;
-	value = strtoull(text, &end, 10);
-	if (errno)
-		return -1;
-	shift = suffix_shift(*end);
-	if (shift < 0 || (shift > 0 && end[1] != '\0') ||
-	    value > (UINT64_MAX >> shift))
-		return -1;
-	*bytes = (uint64_t)value << shift;
-	return 0;
+	return parse_number(text, &size_units, 0, UINT64_MAX, bytes) ? -1 : 0;
 }
 
 int parse_u64(const char *s, size_t len, uint64_t *value)

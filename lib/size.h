@@ -1,15 +1,42 @@
-/* The one size parser of the pagetrace C tools (the Python tools have the
- * same rules): decimal bytes with an optional K, M or G suffix (either
- * case), powers of 1024: "4096", "64k", "1M", "2G"; and the plain
- * unsigned numbers of the trace and pack formats. */
+/* The one number parser of the C tools, and their byte counts for people.
+ *
+ * Whole numbers of options and tables, read strictly: all of the text, a
+ * range, the units a kind of number accepts. Sizes, whose rules the Python
+ * tools share: decimal bytes with an optional K, M or G suffix (either
+ * case), powers of 1024: "4096", "64k", "1M", "2G". The plain unsigned
+ * numbers of the trace and pack formats. */
 #ifndef PAGETRACE_SIZE_H
 #define PAGETRACE_SIZE_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-/* Returns 0 and sets *BYTES, or -1 when TEXT is not a size or does not
- * fit in 64 bits. */
+/* A unit a number may end with: SUFFIX (matched exactly; "" for the bare
+ * number) multiplies it by SCALE. */
+struct number_unit {
+	const char *suffix;
+	uint64_t scale;
+};
+
+/* The units of one kind of number, and the kind's name for messages. */
+struct number_units {
+	const char *what;               /* "a size (bytes, K, M or G)" */
+	struct number_unit unit[8];     /* up to a NULL suffix */
+};
+
+/* Sizes: bytes, or K, M, G (either case), powers of 1024. */
+extern const struct number_units size_units;
+
+enum { NUMBER_SYNTAX = -1, NUMBER_RANGE = -2 };
+
+/* Reads all of TEXT as a number: decimal digits (no sign, blank or "0x")
+ * and, with UNITS, one of their suffixes, the number multiplied by its
+ * scale (a bare number by the "" unit's, else 1); then from MIN to MAX.
+ * Returns 0 and sets *VALUE; NUMBER_SYNTAX when TEXT is no such number,
+ * NUMBER_RANGE when its value lies outside (or past 64 bits). */
+int parse_number(const char *text, const struct number_units *units,
+		 uint64_t min, uint64_t max, uint64_t *value);
+/* A size (size_units, any value); 0, or -1 when TEXT is none. */
 int parse_size(const char *text, uint64_t *bytes);
 /* The trace and pack formats' numbers: the LEN bytes at S, ASCII digits
  * only, as an unsigned 64-bit integer. Returns 0, -1 when they are not

@@ -176,15 +176,9 @@ static enum tracefile_status load_all(struct tracefile *tf)
 	for (;;) {
 		size_t got;
 
-		if (cap - tf->size < 4096 + 1) {
-			size_t new_cap = cap ? cap * 2 : 16384;
-			char *grown = realloc(tf->data, new_cap);
-
-			if (!grown)
-				return refuse(tf, "out of memory");
-			tf->data = grown;
-			cap = new_cap;
-		}
+		/* Room for a 4 KiB read and the NUL. */
+		if (array_reserve(&tf->data, &cap, tf->size + 4096 + 1, 1))
+			return refuse(tf, "out of memory");
 		got = fread(tf->data + tf->size, 1, cap - tf->size - 1,
 			    tf->stream);
 		tf->size += got;
@@ -519,11 +513,11 @@ static enum tracefile_status malformed(struct tracefile *tf,
 
 /* A timestamp or offset field: WHAT names it, DEFECT is its "not an
  * unsigned integer" defect and DEFECT + 1 its "does not fit" one. */
-static enum tracefile_status parse_number(struct tracefile *tf,
-					  const struct field *field,
-					  const char *what,
-					  enum tracefile_defect defect,
-					  uint64_t *value)
+static enum tracefile_status parse_field_number(struct tracefile *tf,
+						const struct field *field,
+						const char *what,
+						enum tracefile_defect defect,
+						uint64_t *value)
 {
 	int ret = parse_u64(field->start, field->len, value);
 
@@ -540,7 +534,7 @@ static enum tracefile_status parse_offset(struct tracefile *tf,
 					  const struct field *field,
 					  uint64_t *offset)
 {
-	enum tracefile_status status = parse_number(tf, field, "offset",
+	enum tracefile_status status = parse_field_number(tf, field, "offset",
 						    TRACEFILE_DEFECT_OFFSET,
 						    offset);
 
@@ -640,7 +634,7 @@ static enum tracefile_status parse_record(struct tracefile *tf, char *line,
 	if (n == 3 && tf->version >= 2)
 		return malformed(tf, TRACEFILE_DEFECT_NO_KIND,
 				 "no record kind");
-	status = parse_number(tf, &(*fields)[0], "timestamp",
+	status = parse_field_number(tf, &(*fields)[0], "timestamp",
 			      TRACEFILE_DEFECT_TIMESTAMP, &rec->timestamp_us);
 	if (status == TRACEFILE_RECORD)
 		status = parse_offset(tf, &(*fields)[2], &rec->offset);

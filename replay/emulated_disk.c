@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "errmsg.h"
+#include "mountinfo.h"
 #include "throttle.h"
 
 static pid_t daemon_pid = -1;
@@ -67,34 +68,18 @@ int emulated_disk_has_profile(const char *name)
 	return found;
 }
 
-struct mount_of {
-	dev_t dev;
-	char point[PATH_MAX], source[PATH_MAX];
-	int found;
-};
-
-static int match_dev(const struct mount_entry *m, void *arg)
-{
-	struct mount_of *w = arg;
-
-	if (m->dev != w->dev)
-		return 0;
-	snprintf(w->point, sizeof(w->point), "%s", m->point);
-	snprintf(w->source, sizeof(w->source), "%s", m->source);
-	w->found = 1;
-	return 1;
-}
-
 /* The image under loop device DEV ("/dev/loopN"), from sysfs. */
 static int backing_file(const char *dev, char *out, size_t size)
 {
-	char path[PATH_MAX + 64];
+	char path[128];
 	ssize_t n;
 	int fd;
 
-	if (strncmp(dev, "/dev/loop", 9) != 0)
+	/* A block device's name is short (the kernel's DISK_NAME_LEN, 32):
+	 * a longer one is no loop device's. */
+	if (strncmp(dev, "/dev/loop", 9) != 0 || strlen(dev + 5) > 32)
 		return -1;
-	snprintf(path, sizeof(path), "/sys/block/%s/loop/backing_file",
+	snprintf(path, sizeof(path), "/sys/block/%.32s/loop/backing_file",
 		 dev + 5);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)
@@ -170,7 +155,7 @@ static void settle(const char *point)
 
 int emulated_disk_begin(const char *profile, const char *path)
 {
-	struct mount_of w = {0};
+	struct mount_copy mount;
 	char image[PATH_MAX];
 	struct stat st;
 
@@ -178,19 +163,18 @@ int emulated_disk_begin(const char *profile, const char *path)
 		errmsg(path, "%s", errmsg_strerror(errno));
 		return -1;
 	}
-	w.dev = st.st_dev;
-	if (for_each_mount(match_dev, &w) < 0 || !w.found ||
-	    backing_file(w.source, image, sizeof(image)) < 0) {
+	if (mount_of_dev(st.st_dev, &mount) <= 0 ||
+	    backing_file(mount.source, image, sizeof(image)) < 0) {
 		errmsg(path, "--device-profile %s: not on a loop device's "
 		       "image (put the files in an image: docs/diskemu.md)",
 		       profile);
 		return -1;
 	}
-	settle(w.point);
+	settle(mount.point);
 	if (private_mounts() < 0)
 		return -1;
 	atexit(emulated_disk_end);
-	return start_daemon(profile, w.point, image);
+	return start_daemon(profile, mount.point, image);
 }
 
 void emulated_disk_end(void)

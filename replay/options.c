@@ -5,13 +5,12 @@
 #include "replay.h"
 
 #include <argp.h>
-#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "emulated_disk.h"
-#include "size.h"
+#include "option.h"
 
 const char *argp_program_version = "replay (pagetrace) " REPLAY_VERSION;
 const char *argp_program_bug_address =
@@ -134,20 +133,6 @@ static int parse_order(const char *text, enum replay_order *order)
 	return 0;
 }
 
-static int parse_queue_depth(const char *text, int *depth)
-{
-	unsigned long value;
-	char *end;
-
-	errno = 0;
-	value = strtoul(text, &end, 10);
-	if (errno || *end || text[0] < '1' || text[0] > '9' ||
-	    value > MAX_QUEUE_DEPTH)
-		return -1;
-	*depth = (int)value;
-	return 0;
-}
-
 static void check_conflicts(struct argp_state *state)
 {
 	const struct parse_state *ps = state->input;
@@ -165,8 +150,6 @@ static void check_conflicts(struct argp_state *state)
 		argp_error(state, "--timing needs the original order");
 	if (opt->plan && opt->evict)
 		argp_error(state, "--plan does no I/O: drop --evict");
-	if (opt->max_request == 0)
-		argp_error(state, "--max-request must be positive");
 	if (opt->window && !ps->prefetch)
 		argp_error(state, "--window limits --prefetch: add --prefetch");
 	if (ps->throttles > 1)
@@ -266,20 +249,17 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 		set_order(ps, order);
 		return 0;
 	case OPT_MAX_REQUEST:
-		if (parse_size(arg, &opt->max_request) < 0)
-			argp_error(state, "bad --max-request '%s' (a size: "
-				   "bytes, K, M or G)", arg);
+		opt->max_request = number_option("--max-request", arg,
+						 &size_units, 1, UINT64_MAX);
 		opt->max_request_given = 1;
 		return 0;
 	case OPT_WINDOW:
-		if (parse_size(arg, &opt->window) < 0 || opt->window == 0)
-			argp_error(state, "bad --window '%s' (a positive size: "
-				   "bytes, K, M or G)", arg);
+		opt->window = number_option("--window", arg, &size_units, 1,
+					    UINT64_MAX);
 		return 0;
 	case OPT_QUEUE_DEPTH:
-		if (parse_queue_depth(arg, &opt->queue_depth) < 0)
-			argp_error(state, "bad --queue-depth '%s' (1 to 256)",
-				   arg);
+		opt->queue_depth = (int)number_option("--queue-depth", arg, NULL,
+						      1, MAX_QUEUE_DEPTH);
 		return 0;
 	case OPT_THROTTLE:
 	case OPT_DEVICE_PROFILE:

@@ -1,6 +1,7 @@
 /* Where a file's bytes are on its device (FIEMAP) and how O_DIRECT I/O on
  * it must be aligned (statx DIOALIGN, else BLKSSZGET on the device). */
 #include "replay.h"
+#include "escape.h"
 #include "array.h"
 
 #include <dirent.h>
@@ -102,7 +103,7 @@ void map_file_extents(struct replay *r, struct replay_file *file)
 	if (r->opt.order == ORDER_SORTED) {
 		int err = errno;
 
-		what = escaped_path(file->path, file->path_len);
+		what = escape_bytes(file->path, file->path_len);
 		errmsg(what ? what : "(path)", "FIEMAP failed (%s); ordering "
 		       "this file by offset", errmsg_strerror(err));
 		free(what);

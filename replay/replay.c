@@ -6,30 +6,10 @@
 #include "emulated_disk.h"
 
 #include <errno.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-
-/* One line per bad input, `replay: PATH: reason`; COUNT pages are added
- * to the REASON tally. Under --strict the first one stops the replay. */
-void skip_message(struct replay *r, enum skip_reason reason, uint64_t count,
-		  const char *path, size_t path_len, const char *fmt, ...)
-{
-	char *what = escaped_path(path, path_len);
-	va_list ap;
-
-	r->skipped[reason] += count;
-	va_start(ap, fmt);
-	verrmsg(what ? what : "(path)", fmt, ap);
-	va_end(ap);
-	free(what);
-	if (r->opt.strict && !r->fatal) {
-		errmsg(NULL, "stopping (--strict)");
-		__atomic_store_n(&r->fatal, 1, __ATOMIC_RELAXED);
-	}
-}
 
 /* The whole job failed when there were records and none could be used. */
 static int job_failed(const struct replay *r)

@@ -153,10 +153,14 @@ struct replay {
 	struct throttle_counts budget_counts;
 };
 
-/* replay.c */
+/* skipped.c: one line `replay: PATH: reason` per bad input; COUNT pages
+ * are added to the REASON tally. Under --strict the first one stops the
+ * replay. */
 void skip_message(struct replay *r, enum skip_reason reason, uint64_t count,
 		  const char *path, size_t path_len, const char *fmt, ...)
 	__attribute__((format(printf, 6, 7)));
+/* REASON's key in --json's `skipped`, and its word in the summary. */
+const char *skip_name(enum skip_reason reason);
 
 /* options.c */
 void parse_options(int argc, char **argv, struct options *opt);
@@ -193,6 +197,5 @@ void print_plan(const struct replay *r);
 void print_json(const struct replay *r);
 void print_summary(const struct replay *r);
 int write_latencies(const struct replay *r);
-char *escaped_path(const char *path, size_t len);
 
 #endif

@@ -12,18 +12,6 @@
 #include <string.h>
 #include <sys/sysmacros.h>
 
-static const char *const skip_names[SKIP_COUNT] = {
-	[SKIP_MISSING] = "missing",
-	[SKIP_NOT_REGULAR] = "not_regular",
-	[SKIP_SHORT_FILE] = "short_file",
-	[SKIP_MALFORMED] = "malformed",
-	[SKIP_BAD_OFFSET] = "bad_offset",
-	[SKIP_SPECIAL_PATH] = "special_path",
-	[SKIP_ODIRECT_REFUSED] = "odirect_refused",
-	[SKIP_IO_ERROR] = "io_error",
-	[SKIP_NOT_READABLE] = "not_readable",
-};
-
 static const char *order_name(enum replay_order order)
 {
 	return order == ORDER_SORTED ? "sorted" :
@@ -51,25 +39,6 @@ static double mean_request_bytes(const struct replay_stats *s)
 static uint64_t max_request_bytes(const struct replay *r)
 {
 	return r->opt.grouped ? r->opt.max_request : r->page_size;
-}
-
-/* Paths in messages and CSV are escaped as in the trace, so that one line
- * stays one line whatever the name. Returns a new string, NULL when out of
- * memory. */
-char *escaped_path(const char *path, size_t len)
-{
-	char *text = NULL;
-	size_t text_len = 0;
-	FILE *out = open_memstream(&text, &text_len);
-
-	if (!out)
-		return NULL;
-	escape_write(out, path, len, NULL);
-	if (fclose(out) != 0) {
-		free(text);
-		return NULL;
-	}
-	return text;
 }
 
 /* The columns --plan and --latencies share: order, path, offset, length,
@@ -138,7 +107,7 @@ static void print_json_skipped(const struct replay *r)
 
 	fputs("\"skipped\": {", stdout);
 	for (i = 0; i < SKIP_COUNT; i++)
-		printf("%s\"%s\": %llu", i ? ", " : "", skip_names[i],
+		printf("%s\"%s\": %llu", i ? ", " : "", skip_name(i),
 		       (unsigned long long)r->skipped[i]);
 	fputs("}", stdout);
 }
@@ -148,7 +117,7 @@ void print_json(const struct replay *r)
 	const struct replay_stats *s = &r->stats;
 
 	fputs("{\"tool\": \"replay\", \"format\": 1, \"trace\": ", stdout);
-	json_string(stdout, r->opt.trace, strlen(r->opt.trace));
+	json_puts(stdout, r->opt.trace);
 	printf(", \"order\": \"%s\", \"mode\": \"%s\", \"grouped\": %s, "
 	       "\"max_request_bytes\": %llu, \"queue_depth\": %d, ",
 	       order_name(r->opt.order), mode_name(r->opt.mode),
@@ -173,10 +142,7 @@ void print_json(const struct replay *r)
 	       (unsigned long long)r->unused_pages);
 	throttle_print_json(r);
 	fputs(", \"cgroup\": ", stdout);
-	if (r->opt.cgroup)
-		json_string(stdout, r->opt.cgroup, strlen(r->opt.cgroup));
-	else
-		fputs("null", stdout);
+	json_puts_or_null(stdout, r->opt.cgroup);
 	fputs("}\n", stdout);
 }
 
@@ -189,7 +155,7 @@ static void print_skipped_summary(const struct replay *r)
 		if (!r->skipped[i])
 			continue;
 		fprintf(stderr, "%s %llu %s", any ? "," : "",
-			(unsigned long long)r->skipped[i], skip_names[i]);
+			(unsigned long long)r->skipped[i], skip_name(i));
 		any = 1;
 	}
 	fputs(any ? "\n" : " none\n", stderr);

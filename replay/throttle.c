@@ -6,6 +6,7 @@
 #include "replay.h"
 #include "throttle.h"
 #include "array.h"
+#include "mountinfo.h"
 
 #include <dirent.h>
 #include <errno.h>

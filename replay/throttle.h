@@ -9,8 +9,6 @@
 #include <stdint.h>
 #include <sys/types.h>
 
-#include "mountinfo.h"
-
 /* Disks one run can throttle (a trace rarely spans more than a few). */
 #define THROTTLE_MAX_DISKS 64
 

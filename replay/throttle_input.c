@@ -48,18 +48,6 @@ const char *throttle_profile_names(void)
 	return DEVICE_PROFILE_NAMES;
 }
 
-/* A positive decimal count, no sign, no blanks. */
-static int parse_count(const char *text, uint64_t *value)
-{
-	char *end;
-
-	if (text[0] < '0' || text[0] > '9')
-		return -1;
-	errno = 0;
-	*value = strtoull(text, &end, 10);
-	return errno || *end ? -1 : 0;
-}
-
 static int parse_item(char *item, struct throttle_limits *lim,
 		      const char **why)
 {
@@ -71,13 +59,15 @@ static int parse_item(char *item, struct throttle_limits *lim,
 	}
 	*eq = '\0';
 	if (strcmp(item, "riops") == 0) {
-		if (parse_count(eq + 1, &lim->riops) < 0 || lim->riops == 0) {
+		if (parse_number(eq + 1, NULL, 1, UINT64_MAX,
+				 &lim->riops) < 0) {
 			*why = "riops must be a whole number of reads per "
 			       "second, at least 1";
 			return -1;
 		}
 	} else if (strcmp(item, "rbps") == 0) {
-		if (parse_size(eq + 1, &lim->rbps) < 0 || lim->rbps == 0) {
+		if (parse_number(eq + 1, &size_units, 1, UINT64_MAX,
+				 &lim->rbps) < 0) {
 			*why = "rbps must be a positive size in bytes per "
 			       "second (K, M, G suffixes)";
 			return -1;
@@ -112,43 +102,23 @@ int throttle_parse(const char *text, struct throttle_limits *lim,
 	return ret;
 }
 
-/* --- mounts ---------------------------------------------------------- */
-
 /* --- the disk under a file ------------------------------------------- */
-
-struct mount_of_dev {
-	dev_t dev;
-	char fstype[64], source[PATH_MAX];
-	int found;
-};
-
-static int match_dev(const struct mount_entry *m, void *arg)
-{
-	struct mount_of_dev *want = arg;
-
-	if (m->dev != want->dev)
-		return 0;
-	snprintf(want->fstype, sizeof(want->fstype), "%s", m->fstype);
-	snprintf(want->source, sizeof(want->source), "%s", m->source);
-	want->found = 1;
-	return 1;
-}
 
 /* A filesystem on an anonymous device (major 0: tmpfs, overlay, btrfs,
  * network filesystems): its mount source, when that is a block device
  * node (btrfs on one device), is the device; otherwise there is none. */
 static int anonymous_dev_source(dev_t dev, const char *path, dev_t *block)
 {
-	struct mount_of_dev want = {.dev = dev};
+	struct mount_copy want;
 	struct stat st;
+	int found = mount_of_dev(dev, &want) > 0;
 
-	for_each_mount(match_dev, &want);
-	if (want.found && want.source[0] == '/' &&
+	if (found && want.source[0] == '/' &&
 	    stat(want.source, &st) == 0 && S_ISBLK(st.st_mode)) {
 		*block = st.st_rdev;
 		return 0;
 	}
-	if (!want.found)
+	if (!found)
 		errmsg(path, "cannot throttle: its filesystem (device %u:%u) "
 		       "is not in /proc/self/mountinfo", major(dev),
 		       minor(dev));

@@ -2,6 +2,7 @@
  * handed to throttle_begin() (throttle.c), and what it reports of the
  * throttle (--json, and the line on stderr). */
 #include "replay.h"
+#include "escape.h"
 #include "throttle.h"
 
 #include <stdio.h>
@@ -40,7 +41,7 @@ int throttle_files(struct replay *r)
 
 		if (f->state != FILE_OPEN)
 			continue;
-		what = escaped_path(f->path, f->path_len);
+		what = escape_bytes(f->path, f->path_len);
 		failed = throttle_disk_of(f->dev, what ? what : "(path)",
 					  &disk) < 0 ||
 			 add_disk(disks, &n, disk) < 0;

@@ -55,3 +55,22 @@ def tmpfs_dir():
     require_root()
     with loopimg.ram_mount("tmpfs") as path:
         yield path
+
+
+def pytest_terminal_summary(terminalreporter):
+    """The kernel matrix's minutes per guest, and its longest checks, in
+    pytest's output (CI's log shows where its minutes went)."""
+    import sys
+    matrix = sys.modules.get("test_kernels")
+    results = getattr(matrix, "_results", None)
+    if not results:
+        return
+    terminalreporter.section("kernel matrix: minutes per guest")
+    for name, r in results.items():
+        if "guest_seconds" not in r:
+            continue
+        checks = sorted(((c.get("seconds", 0), check) for check, c in r.get("checks", {}).items()),
+                        reverse=True)[:3]
+        slowest = ", ".join(f"{check} {seconds / 60:.1f}" for seconds, check in checks)
+        terminalreporter.write_line(f"{name:12} {r['guest_seconds'] / 60:5.1f} min "
+                                    f"(longest checks, min: {slowest})")

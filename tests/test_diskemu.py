@@ -427,4 +427,9 @@ def test_bad_read_ahead_is_a_usage_error(workdir):
     result = subprocess.run([DISKEMU, "--read-ahead", "-1", "x.img"],
                             capture_output=True, text=True)
     assert result.returncode == 2
-    assert "bad --read-ahead '-1'" in result.stderr
+    assert result.stderr == "diskemu: --read-ahead: '-1': not a whole number\n"
+    result = subprocess.run([DISKEMU, "--read-ahead", "1048577", "x.img"],
+                            capture_output=True, text=True)
+    assert result.returncode == 2
+    assert result.stderr == ("diskemu: --read-ahead: '1048577': not from 0 to "
+                             "1048576\n")

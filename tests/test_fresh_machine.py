@@ -5,8 +5,10 @@ and there bpftrace reports only "tracepoint not found". tests/without-tracefs
 recreates that machine in a private mount namespace; these tests first prove
 that the namespace really lacks tracefs (plain bpftrace fails in it), then
 that tracer/trace and tracer/readpage work in it, and that readpage leaves
-the system's mounts as they were. .ci/run also runs the whole suite through
-tests/without-tracefs.
+the system's mounts as they were. These are the fresh machine's cases of
+the suite: .ci/run runs the suite once, as installed (tracefs mounted by
+scripts/install-deps), and every tool that loads BPF is run here once more
+without tracefs.
 """
 import json
 import os
@@ -19,6 +21,7 @@ import pytest
 from conftest import REPO, require_root
 from pagecache_util import cached_since_eviction, evict, write_file
 from trace_oracle import Trace
+from test_trace_used import UsedTrace
 
 WITHOUT_TRACEFS = os.path.join(REPO, "tests", "without-tracefs")
 READPAGE = os.path.join(REPO, "tracer", "readpage")
@@ -81,6 +84,21 @@ def test_trace_needs_no_tracefs(data_file):
     trace = Trace(done.stdout)
     assert trace.page_set(data_file)
     assert set(trace.pages(data_file)) == cached_since_eviction(data_file)
+
+
+def test_trace_used_needs_no_tracefs(data_file):
+    # The fault path attaches what trace alone does not (page faults, the
+    # filemap events, system calls): none of it through tracefs either.
+    touched = [3, 200, 480]
+    script = ("import mmap, os; m = mmap.mmap(os.open(%r, os.O_RDONLY), 0, prot=mmap.PROT_READ); "
+              "[m[p * 4096] for p in %r]" % (data_file, touched))
+    done = run(WITHOUT_TRACEFS, *LOW_MEMLOCK, TRACE, "--used", "--", sys.executable, "-c", script)
+    assert done.returncode == 0, done.stderr
+    trace = UsedTrace(done.stdout)
+    assert ", used)" in trace.header["tracer"]
+    assert trace.kind_set(data_file, "access") == set(touched)
+    assert trace.kind_set(data_file, "read") == cached_since_eviction(data_file)
+    assert trace.trailer["lost"] == "0"
 
 
 def test_cache_tools_need_no_tracefs_and_no_memlock_headroom():

@@ -8,10 +8,12 @@ the launch's own report; the mode it chose is checked against a blk-throttle cgr
 here; read_ahead_kb is read back from sysfs after `pack`.
 """
 import collections
+import contextlib
 import glob
 import json
 import os
 import random
+import stat
 import subprocess
 import sys
 import time
@@ -139,6 +141,81 @@ def test_compile_preloads_adds_the_forced_readahead_pages(tmp_path):
     # Page 4, read ahead at 200 and never used, comes in; page 5 (used at
     # 300) joins its range; page 8, read by readahead the kernel chose, not.
     assert [(r.page, r.pages, r.ts_us) for r in pre.ranges] == [(0, 1, 0), (4, 2, 100)]
+
+
+def _a_block_device():
+    """A block device node that can be opened (a loop device's, attached
+    or not; this VM refuses to open its own disk's node)."""
+    for name in sorted(os.listdir("/sys/block")):
+        try:
+            os.close(os.open(f"/dev/{name}", os.O_RDONLY | os.O_NONBLOCK))
+            return f"/dev/{name}"
+        except OSError:
+            continue
+    pytest.skip("no block device node that can be opened")
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("seeks", [True, False])
+def test_compile_packs_metadata_only_on_a_device_that_seeks(tmp_path, monkeypatch, seeks):
+    """The trace's metadata records (pages of the device node) become the
+    ranges of a file line for the node, at their first read, when a random
+    read of that device took SEEK_US or more (request-us); not otherwise."""
+    a, dev = tmp_path / "a", _a_block_device()
+    a.write_bytes(b"A" * 8192)
+    rdev = packfile.dev_text(os.stat(dev).st_rdev)
+    adev = packfile.dev_text(os.stat(a).st_dev)
+    us = launch_plan.SEEK_US if seeks else launch_plan.SEEK_US - 1
+    monkeypatch.setattr(packrecord, "request_us", lambda files: {adev: 90, rdev: us})
+    trace = _trace(tmp_path, "r.log", [f"100 {dev} 40960 read\n", f"105 {dev} 8192 read\n",
+                                       f"110 {a} 0 read\n", f"120 {a} 0 access\n",
+                                       f"130 {dev} 12288 read\n", f"140 {dev} 40960 read\n"])
+    pack = packrecord.compile_pack([trace], "app", "unchanged")
+    listed = [f.path for f in pack.files]
+    if not seeks:
+        assert listed == [str(a)]
+        return
+    assert listed == [dev, str(a)]
+    assert pack.files[0].size == os.stat(dev).st_size
+    # Page 10 read first (0 us), then page 2 (5 us), which page 3 (30 us)
+    # joins as the page after it; the file's page at 20 us; 10's re-read
+    # at 40 us is not a first read.
+    assert [tuple(r) for r in pack.ranges] == [(0, 10, 1, 0), (0, 2, 2, 5), (1, 0, 1, 20)]
+
+
+def _node_of(dev):
+    """A block device node whose device number is `dev` (st_rdev), or None."""
+    for name in sorted(os.listdir("/dev")):
+        path = f"/dev/{name}"
+        with contextlib.suppress(OSError):
+            st = os.stat(path)
+            if stat.S_ISBLK(st.st_mode) and st.st_rdev == dev:
+                return path
+    return None
+
+
+@pytest.mark.unit
+def test_a_device_node_is_prefetched_only_under_a_file_still_recorded(tmp_path):
+    """A pack's device node (its file system's metadata) is kept when a
+    regular file of the pack on that device is still the one recorded,
+    whatever the node's own identity; not when none is."""
+    require_root()
+    a = tmp_path / "a"
+    a.write_bytes(b"A" * 8192)
+    node = _node_of(os.stat(a).st_dev)
+    if node is None:
+        pytest.skip(f"no node in /dev for the device of {tmp_path}")
+    other = _a_block_device()
+    files = [packfile.identify(str(a)),
+             packfile.PackFile(node, "0:5", 1, 0, 0, 0),
+             packfile.PackFile(other, "0:5", 1, 0, 0, 0)]
+    pack = packfile.Pack(1, PAGE, int(time.time()), "t", 1, 0, files, [], {})
+    keep, skipped = launch.check_files(pack)
+    assert keep == [0, 1]
+    assert skipped == {"replaced": [other]}
+    a.write_bytes(b"B" * 8192)  # the file changed: its device's node is not used
+    keep, skipped = launch.check_files(pack)
+    assert keep == [] and sorted(skipped["replaced"]) == sorted([node, other])
 
 
 @pytest.mark.unit

@@ -690,7 +690,8 @@ def test_max_request_sizes(fs, tmp_path, size, expected):
                         trace_text([(fs.plain, 0)]), tmp_path)
     if expected is None:
         assert result.returncode == 2
-        assert f"bad --max-request '{size}'" in result.stderr
+        assert result.stderr.startswith(f"replay: --max-request: '{size}': ")
+        assert result.stderr.count("\n") == 1
     else:
         assert result.returncode == 0, result.stderr
         assert json.loads(result.stdout)["max_request_bytes"] == expected

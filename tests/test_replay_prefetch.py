@@ -80,9 +80,10 @@ def test_window_usage_errors():
     for argv, message in (([REPLAY, "--window", "1M", "x.log"],
                            "--window limits --prefetch: add --prefetch"),
                           ([REPLAY, "--prefetch", "--window", "0", "x.log"],
-                           "bad --window '0'"),
+                           "replay: --window: '0': less than 1\n"),
                           ([REPLAY, "--prefetch", "--window", "lots", "x.log"],
-                           "bad --window 'lots'")):
+                           "replay: --window: 'lots': not a size (bytes, K, M "
+                           "or G)\n")):
         done = subprocess.run(argv, capture_output=True, text=True, timeout=30)
         assert done.returncode == 2, (argv, done.stderr)
         assert message in done.stderr

@@ -203,6 +203,30 @@ def test_json_summary_shape(data_dir):
     assert {"sh", "cat"} <= {p["comm"] for p in summary["processes"]}
 
 
+def test_json_of_names_that_are_not_utf8(data_dir):
+    """A file's path and a process's comm are bytes: cachetop -j writes them
+    as lib/json.c does, a byte that is not part of valid UTF-8 as \\udcXX
+    (the path escaped as in the trace first, docs/trace-format.md). The
+    output is valid UTF-8 and JSON, read as cachefuzz.py reads it (text,
+    json.loads), and gives back the bytes with os.fsencode()."""
+    require_root()
+    name = b"caf\xe9 \xff\"q\\.bin"
+    f = os.path.join(os.fsencode(data_dir), name)
+    write_file(os.fsdecode(f), 64 * 1024)
+    evict(os.fsdecode(f))
+    comm = os.path.join(os.fsencode(data_dir), b"c\xfeat")
+    shutil.copy(shutil.which("cat"), os.fsdecode(comm))
+    command = f"{shlex.quote(os.fsdecode(comm))} {shlex.quote(os.fsdecode(f))} > /dev/null"
+    proc = subprocess.run([CACHETOP, "-j", "-c", command], capture_output=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    summary = json.loads(proc.stdout.decode("utf-8"))   # strict UTF-8
+    escaped = os.fsencode(data_dir) + b"/caf\xe9\\040\xff\"q\\134.bin"
+    rows = [r for r in summary["files"] if os.fsencode(r["path"]) == escaped]
+    assert [(r["hits"], r["misses"]) for r in rows] == [(0, 16)]
+    assert b"c\xfeat" in {os.fsencode(p["comm"]) for p in summary["processes"]}
+    assert b"\\udcff" in proc.stdout and b"\\udcfe" in proc.stdout
+
+
 def test_cachestat_counts_a_cold_read(data_dir):
     """System-wide, so other work adds to it: at least the file's misses."""
     require_root()

@@ -21,6 +21,7 @@
 #include "cache_load.h"
 #include "openmetrics.h"
 #include "container.h"
+#include "clock.h"
 
 #define TOOL "cachestat"
 
@@ -124,7 +125,8 @@ static void read_meminfo(double *buffers_mb, double *cached_mb)
 	fclose(file);
 }
 
-static void print_interval(const __u64 *now, const __u64 *before)
+/* One interval's line: 0, or -1 said when stdout cannot take it. */
+static int print_interval(const __u64 *now, const __u64 *before)
 {
 	__u64 hits = now[CACHE_HITS] - before[CACHE_HITS];
 	__u64 misses = now[CACHE_MISSES] - before[CACHE_MISSES];
@@ -150,31 +152,33 @@ static void print_interval(const __u64 *now, const __u64 *before)
 		       (unsigned long long)misses, (unsigned long long)dirties, ratio * 100,
 		       buffers, cached);
 	}
-	fflush(stdout);
+	if (fflush(stdout) || ferror(stdout))
+		return errmsg("stdout", "%s", errmsg_strerror(errno)), -1;
+	return 0;
 }
 
-/* Sleep @seconds, or less if a signal asks to stop; answer scrapes meanwhile
- * when @listener is a socket. */
-static void wait_interval(double seconds, int listener, struct cache_bpf *skel)
+/* Until CLOCK_MONOTONIC reaches @until_ns, or a signal asks to stop;
+ * answering scrapes meanwhile when there is a @server. The samples keep to
+ * their times whatever the scrapers do (openmetrics.c never blocks). */
+static void wait_until(uint64_t until_ns, struct openmetrics *server, struct cache_bpf *skel)
 {
-	struct timespec left = { (time_t)seconds, (long)((seconds - (time_t)seconds) * 1e9) };
-	struct timespec start, now;
-	double done = 0;
+	struct timespec t = { (time_t)(until_ns / 1000000000u), (long)(until_ns % 1000000000u) };
 
-	if (listener < 0) {
-		while (!stop_requested && nanosleep(&left, &left) && errno == EINTR)
-			;
-		return;
-	}
-	clock_gettime(CLOCK_MONOTONIC, &start);
-	while (!stop_requested && done < seconds) {
-		int ms = (int)((seconds - done) * 1000) + 1;
+	if (server)
+		return openmetrics_serve(server, until_ns, skel,
+					 opts.cgroup_path ? opts.cgroup.path : NULL, &stop_requested);
+	while (!stop_requested && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) == EINTR)
+		;
+}
 
-		openmetrics_serve(listener, ms < 100 ? ms : 100, skel,
-				  opts.cgroup_path ? opts.cgroup.path : NULL);
-		clock_gettime(CLOCK_MONOTONIC, &now);
-		done = (now.tv_sec - start.tv_sec) + (now.tv_nsec - start.tv_nsec) / 1e9;
-	}
+/* The next sample's time: one interval after @last, or after now when the
+ * loop fell behind by more than one (a stopped process), so that it does
+ * not catch up in a burst. */
+static uint64_t next_sample(uint64_t last, uint64_t interval_ns)
+{
+	uint64_t now = monotonic_ns();
+
+	return last + interval_ns < now ? now + interval_ns : last + interval_ns;
 }
 
 int main(int argc, char **argv)
@@ -184,7 +188,9 @@ int main(int argc, char **argv)
 	__u64 before[NR_CACHE_COUNTERS] = {}, now[NR_CACHE_COUNTERS];
 	struct sigaction action = { .sa_handler = on_signal };
 	struct cache_bpf *skel;
-	int exit_code = 1, listener = -1;
+	struct openmetrics *server = NULL;
+	uint64_t interval_ns, when;
+	int exit_code = 1, listened;
 
 	errmsg_init(TOOL);
 	if (argp_parse(&argp, argc, argv, 0, NULL, NULL))
@@ -205,8 +211,8 @@ int main(int argc, char **argv)
 	if (opts.budget)
 		return cache_budget(opts.verbose);
 	/* Before loading: a port taken leaves nothing attached. */
-	if (opts.openmetrics && (listener = openmetrics_listen(opts.openmetrics)) < 0)
-		return listener == -2 ? 2 : 1;
+	if (opts.openmetrics && (listened = openmetrics_listen(opts.openmetrics, &server)) < 0)
+		return listened == -2 ? 2 : 1;
 	load.verbose = opts.verbose;
 	load.per_cgroup = opts.openmetrics != NULL;	/* its families by cgroup */
 	if (opts.cgroup_path) {
@@ -215,28 +221,31 @@ int main(int argc, char **argv)
 	}
 	skel = cache_load(&load);
 	if (!skel) {
-		if (listener >= 0)
-			close(listener);
+		openmetrics_close(server);
 		return 1;
 	}
 	sigaction(SIGINT, &action, NULL);
 	sigaction(SIGTERM, &action, NULL);
+	signal(SIGPIPE, SIG_IGN);	/* a scraper or a stdout gone is a write error */
 	say_ready(TOOL);
 	if (!opts.json)
 		printf("%10s %10s %10s %8s %11s %11s\n", "HITS", "MISSES", "DIRTIES", "HIT%",
 		       "BUFFERS_MB", "CACHED_MB");
+	interval_ns = (uint64_t)(opts.every.seconds * 1e9);
+	when = monotonic_ns();
 	for (unsigned long i = 0; !stop_requested && (!opts.every.count || i < opts.every.count); i++) {
-		wait_interval(opts.every.seconds, listener, skel);
+		when = next_sample(when, interval_ns);
+		wait_until(when, server, skel);
 		if (cache_read_totals(skel, now))
 			goto cleanup;
-		print_interval(now, before);
+		if (print_interval(now, before))
+			goto cleanup;
 		memcpy(before, now, sizeof(now));
 	}
 	cache_report_lost(before);
 	exit_code = 0;
 cleanup:
-	if (listener >= 0)
-		close(listener);
+	openmetrics_close(server);
 	cache_unload(skel);
 	return exit_code;
 }

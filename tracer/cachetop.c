@@ -24,6 +24,7 @@
 #include <bpf/libbpf.h>
 #include <bpf/bpf.h>
 #include "errmsg.h"
+#include "json.h"
 #include "attach_choice.h"
 #include "bpf_cost.h"
 #include "container.h"
@@ -254,20 +255,6 @@ static const char *cgroup_path(const struct cgroup_name *name)
 /* ------------------------------------------------------------------ */
 /* Output                                                             */
 
-static void json_string(FILE *out, const char *text)
-{
-	putc('"', out);
-	for (const unsigned char *p = (const unsigned char *)text; *p; p++) {
-		if (*p == '"' || *p == '\\')
-			fprintf(out, "\\%c", *p);
-		else if (*p < 0x20 || *p == 0x7f)
-			fprintf(out, "\\u%04x", *p);
-		else
-			putc(*p, out);
-	}
-	putc('"', out);
-}
-
 static void json_counts(FILE *out, const struct cache_counts *c)
 {
 	fprintf(out, "\"hits\": %llu, \"misses\": %llu, \"mapped\": %llu, \"dirties\": %llu, "
@@ -281,12 +268,9 @@ static void json_cgroup(FILE *out, __u64 id)
 	const struct cgroup_name *name = name_cgroup(id, NULL);
 
 	fprintf(out, "\"cgroup_id\": %llu, \"cgroup\": ", (unsigned long long)id);
-	json_string(out, cgroup_path(name));
+	json_puts(out, cgroup_path(name));
 	fputs(", \"container\": ", out);
-	if (name && name->container[0])
-		json_string(out, name->container);
-	else
-		fputs("null", out);
+	json_puts_or_null(out, name && name->container[0] ? name->container : NULL);
 }
 
 static void json_rows(FILE *out, const struct table *t, enum by by)
@@ -298,12 +282,12 @@ static void json_rows(FILE *out, const struct table *t, enum by by)
 		fputs(i ? ", {" : "{", out);
 		if (by == BY_FILE) {
 			fputs("\"path\": ", out);
-			json_string(out, row_path(row));
+			json_puts(out, row_path(row));
 		} else if (by == BY_CGROUP) {
 			json_cgroup(out, row->cgroup);
 		} else {
 			fprintf(out, "\"pid\": %u, \"uid\": %u, \"comm\": ", row->pid, row->uid);
-			json_string(out, row->comm);
+			json_puts(out, row->comm);
 		}
 		fputs(", ", out);
 		json_counts(out, &row->counts);
@@ -431,9 +415,16 @@ static void wait_interval(struct ring_buffer *rb, double seconds)
 
 static int run_top(struct cache_bpf *skel, struct ring_buffer *rb)
 {
+	double since_forget = 0;	/* --by cgroup for days: names of gone ones dropped */
+
 	for (unsigned long i = 0; !stop_requested && (!opts.every.count || i < opts.every.count); i++) {
 		wait_interval(rb, opts.every.seconds);
 		print_top(skel, rb);
+		since_forget += opts.every.seconds;
+		if (opts.by == BY_CGROUP && since_forget >= 60) {
+			forget_gone_cgroups();
+			since_forget = 0;
+		}
 	}
 	return 0;
 }
@@ -458,7 +449,7 @@ static void print_summary(struct cache_bpf *skel, const __u64 *totals, int exit_
 	qsort(cgroups_table.rows, cgroups_table.count, sizeof(*cgroups_table.rows), busier_first);
 	if (opts.json) {
 		fputs("{\"command\": ", stdout);
-		json_string(stdout, opts.command);
+		json_puts(stdout, opts.command);
 		printf(", \"exit_status\": %d, ", exit_code);
 		json_counts(stdout, &all);
 		printf(", \"lost\": %llu, ", (unsigned long long)cache_lost(totals));

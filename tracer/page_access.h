@@ -12,7 +12,8 @@
 #define CHUNK_SHIFT	6
 #define CHUNK_PAGES	(1U << CHUNK_SHIFT)
 
-/* How a page was accessed (docs/trace-format.md, "cause" of access records). */
+/* How a page was accessed: the cause of access records (docs/trace-format.md,
+ * "Version 2: record kinds"). */
 enum access_how {
 	ACCESS_BY_READ = 1,	/* read, pread, readv, sendfile, splice */
 	ACCESS_BY_FAULT = 2,	/* an mmap page fault; also "map" records */

@@ -401,9 +401,11 @@ class Checks:
     # --- the tools' self-check (pagetrace doctor, tests/test_self_check.py) --
 
     def self_check(self):
-        """`pagetrace doctor` on this kernel, its scratch file on the work
-        ext4, the tools from the tools directory; loading takes a minute
-        or more under TCG, so its timeout and interval are long."""
+        """`pagetrace doctor` on this kernel as a user runs it (not
+        --strict: what the kernel cannot give is "not available", exit 0),
+        its scratch file on the work ext4, the tools from the tools
+        directory; loading takes a minute or more under TCG, so its timeout
+        and interval are long."""
         analysis = os.path.join(os.path.dirname(TESTS), "analysis")
         return {"runs": [self.execute(
             ["env", f"PYTHONPATH={analysis}", sys.executable, "-m", "pagetrace.tools.doctor",

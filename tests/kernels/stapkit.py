@@ -71,8 +71,8 @@ def fetch_stap():
     """systemtap 5.1 and gcc 14, unpacked once, and their wrappers."""
     if all(os.access(os.path.join(BIN, n), os.X_OK) for n in WRAPPERS):
         return
-    kernelvm._apt_update({k.suite for k in kernelvm.kernels() if not k.is_host})
-    _unpack([kernelvm._download(p) for p in STAP_PACKAGES + GCC_PACKAGES], ROOT)
+    kernelvm.APT.update({k.suite for k in kernelvm.kernels() if not k.is_host})
+    _unpack([kernelvm.APT.download(p) for p in STAP_PACKAGES + GCC_PACKAGES], ROOT)
     os.makedirs(BIN, exist_ok=True)
     for name, target in WRAPPERS.items():
         path = os.path.join(BIN, name)
@@ -93,12 +93,12 @@ def fetch_headers(k):
     tree = build_tree(k)
     if os.path.exists(os.path.join(tree, ".pagetrace-ready")):
         return tree
-    deb = kernelvm._download(f"linux-headers-{k.release()}")
+    deb = kernelvm.APT.download(f"linux-headers-{k.release()}")
     depends = subprocess.run(["dpkg-deb", "-f", deb, "Depends"], check=True,
                              capture_output=True, text=True).stdout
     more = [d.split()[0] for d in depends.split(",")
             if d.split()[0].startswith(("linux-headers-", "linux-kbuild-"))]
-    _unpack([deb] + [kernelvm._download(p) for p in more], HEADERS)
+    _unpack([deb] + [kernelvm.APT.download(p) for p in more], HEADERS)
     common = glob.glob(os.path.join(HEADERS, "usr/src", f"linux-headers-{k.release()[:-len('-amd64')]}-common"))
     makefile = os.path.join(tree, "Makefile")
     text = open(makefile).read().replace("/usr/src/", os.path.join(HEADERS, "usr/src") + "/")

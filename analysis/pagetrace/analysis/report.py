@@ -23,7 +23,7 @@ from pagetrace.analysis.findings import findings, findings_html, findings_markdo
 # --- the tables -------------------------------------------------------
 
 def first_read_text(frame):
-    """`2026-11-22 04:15:31.123 UTC`: when the first read happened, the zero
+    """`YYYY-MM-DD HH:MM:SS.mmm UTC`: when the first read happened, the zero
     of every time in the report (empty for a trace without reads)."""
     t0 = plots.first_read_us(frame)
     if t0 is None:

@@ -40,9 +40,10 @@ import time
 from pagetrace import __version__
 from pagetrace.core import packfile
 from pagetrace.tools import launch_prefetch
+from pagetrace.tools.launch_sorted import find_replay, sorted_prefetch
 from pagetrace.tools.launch_files import (PROG, LaunchError, check_files, content_changed,
-                                          say, skipped_line)
-from pagetrace.tools.launch_plan import (bandwidth_bound, cold_cost, plan_cost, plan_ranges,
+                                          file_devices, say, skipped_line)
+from pagetrace.tools.launch_plan import (SEEK_US, bandwidth_bound, cold_cost, plan_cost,
                                          sorted_plan)
 
 DEFAULT_MAX_AGE = "30d"
@@ -75,10 +76,6 @@ CAPPED_WINDOW = 8 << 20
 # (2026-11-27, 1 MiB requests) it paid at 0.27 (firefox-esr, cloud-3000),
 # 0.86 and 0.94 (firefox-esr and chromium, hdd-150).
 WORTH_IT = 1.0
-# A request costing this much (a seek) makes the device one where the
-# order of reads matters; flash and a host-cached virtio disk answer a
-# random 4 KiB read in 0.05-0.5 ms.
-SEEK_US = 2000
 
 
 # ---------------------------------------------------------------------------
@@ -205,35 +202,6 @@ def device_mode(devices, measured=None):
         for d in sorted(devices)) + "; no read-IOPS cap)", None
 
 
-# ---------------------------------------------------------------------------
-# The list replay reads: a trace of format version 1 (docs/trace-format.md).
-
-def list_bytes(ranges, page_size):
-    out = [f"# pagetrace-format: 1\n# page-size: {page_size}\n"
-           "# command: pagetrace launch prefetch list\n"]
-    names = {}
-    for path, page, pages in ranges:
-        name = names.get(path)
-        if name is None:
-            name = names[path] = packfile.escape(path)
-        out.extend([f"0 {name} {offset * page_size}\n"
-                    for offset in range(page, page + pages)])
-    return "".join(out).encode("utf-8", "surrogateescape")
-
-
-def _memfd(data):
-    fd = os.memfd_create("pagetrace-launch-list", 0)
-    os.write(fd, data)
-    return fd
-
-
-def find_replay(explicit=None):
-    if explicit:
-        return explicit if os.access(explicit, os.X_OK) else None
-    from pagetrace.core.c_tools import find_c_tool
-    return find_c_tool("replay")
-
-
 def start_concurrent(pack, data, source, keep, window, skipped=None, ranges=None):
     """The prefetch beside CMD, in first-access order (launch_prefetch:
     posix_fadvise WILLNEED range by range). The files' content is checked
@@ -255,22 +223,6 @@ def start_concurrent(pack, data, source, keep, window, skipped=None, ranges=None
             say(f"warning: the prefetch failed: {err}")
         os._exit(0)
     os.waitpid(child, 0)
-
-
-def run_sorted(replay, fd, max_request):
-    """replay --sorted --prefetch before CMD; None, or why it failed."""
-    import subprocess
-    done = subprocess.run([replay, "--sorted", "--prefetch", "-q",
-                           f"--max-request={max_request}",
-                           f"/proc/self/fd/{fd}"], pass_fds=(fd,),
-                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE)
-    os.close(fd)
-    if done.returncode != 0:
-        lines = done.stderr.decode("utf-8", "replace").strip().splitlines()
-        return f"replay exited with status {done.returncode}" + (
-            f": {lines[-1]}" if lines else "")
-    return None
 
 
 # ---------------------------------------------------------------------------
@@ -456,10 +408,7 @@ def prepare(args, command, started):
         start_concurrent(pack, data, path, keep, window,
                          skipped if verify else None, ranges)
     else:
-        ranges = plan_ranges(pack, keep, gap, merge=True)
-        report["pages"] = sum(r[2] for r in ranges)
-        problem = run_sorted(replay, _memfd(list_bytes(ranges, pack.page_size)),
-                             largest * pack.page_size)
+        report["pages"], problem = sorted_prefetch(pack, keep, gap, largest, replay)
         if problem:
             say(f"warning: the prefetch failed ({problem}): starting anyway")
             report["problem"] = problem
@@ -475,7 +424,7 @@ def _choose_mode(mode, pack, data, path, keep, report):
     when it was made for that choice (the pack then with its ranges)."""
     cap = plan = None
     if keep and mode != "none":
-        kind, report["device"], cap = device_mode({pack.files[i].dev for i in keep},
+        kind, report["device"], cap = device_mode(file_devices(pack, keep),
                                                   pack.request_us)
         if mode == "auto":
             mode = AUTO_MODE[kind]
@@ -517,7 +466,7 @@ def worth_it(pack, keep, gap, largest, cap, report):
     each). The 0.5 of 2026-11-25 came from sessions on a loaded machine
     (hot starts 3-8x slower), one of them with a plan of 8 MiB requests,
     which blk-throttle charged as many reads."""
-    dev = pack.files[keep[0]].dev
+    dev = min(file_devices(pack, keep) or {pack.files[keep[0]].dev})
     read_ahead = _sys_int(f"/sys/dev/block/{_disk(dev)}/queue/read_ahead_kb") or 0
     estimate, requests, pages = plan_cost(pack, keep, gap, largest, *cap)
     cold = cold_cost(pack, keep, *cap, read_ahead * 1024 // pack.page_size)
@@ -551,6 +500,22 @@ def _verify_content(pack, keep, skipped):
         else:
             still.append(index)
     return still
+
+
+def sorted_prefetch_only(pack_path, replay=None, gap=None):
+    """The sorted read of the pack at PACK_PATH as `launch --mode sorted`
+    plans it for its device (or with gaps of `gap` pages filled), and
+    nothing else: 0, or 1 with one line."""
+    pack = packfile.read(pack_path)
+    keep, _ = check_files(pack)
+    _, _, cap = device_mode(file_devices(pack, keep), pack.request_us)
+    planned, largest = sorted_plan(pack, keep, *(cap or SEEKING_DISK))
+    gap = planned if gap is None else gap
+    _, problem = sorted_prefetch(pack, keep, gap, largest, find_replay(replay))
+    if problem:
+        say(f"the sorted read failed: {problem}")
+        return 1
+    return 0
 
 
 if __name__ == "__main__":

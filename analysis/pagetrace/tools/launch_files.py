@@ -56,13 +56,43 @@ def content_changed(entry):
         return True
 
 
+def is_device(entry):
+    """A pack's device node: the metadata pages of the file system on it
+    (inode tables, directories, extent blocks; packrecord.seeking_metadata),
+    read through its page cache."""
+    return entry.path.startswith("/dev/")
+
+
+def device_reason(st, devices):
+    """Why a device node's metadata is not prefetched, or None: it must be
+    a block device under a file of the pack that is still the one
+    recorded (so the file system is the one recorded, whatever the node's
+    own times), and reading it is root's."""
+    import stat
+    if not stat.S_ISBLK(st.st_mode) or packfile.dev_text(st.st_rdev) not in devices:
+        return "replaced"
+    if os.geteuid() != 0:
+        return f"not readable by uid {os.geteuid()}"
+    return None
+
+
 def check_files(pack):
     """(indices of the files to prefetch, {reason: [paths]})."""
     keep, skipped, gone = [], {}, []
     as_root = os.geteuid() == 0
+    devices = None
     for index, entry in enumerate(pack.files):
         try:
             st = os.stat(entry.path)
+            if is_device(entry):
+                if devices is None:
+                    devices = _kept_devices(pack)
+                reason = device_reason(st, devices)
+                if reason is None:
+                    keep.append(index)
+                else:
+                    skipped.setdefault(reason, []).append(entry.path)
+                continue
             reason = stale_reason(entry, st)
             if packfile.dev_text(st.st_dev) != entry.dev:
                 gone.append(index)
@@ -91,6 +121,27 @@ def check_files(pack):
                 skipped.setdefault(f"on device {entry.dev}, not mounted",
                                    []).append(entry.path)
     return keep, skipped
+
+
+def file_devices(pack, keep):
+    """The devices (MAJ:MIN) of the kept regular files: what the mode is
+    chosen from (a device node's own st_dev is devtmpfs's)."""
+    return {pack.files[i].dev for i in keep if not is_device(pack.files[i])}
+
+
+def _kept_devices(pack):
+    """The devices of the pack's regular files that are still the ones
+    recorded."""
+    found = set()
+    for entry in pack.files:
+        if is_device(entry) or entry.dev in found:
+            continue
+        try:
+            if stale_reason(entry, os.stat(entry.path)) is None:
+                found.add(entry.dev)
+        except OSError:
+            pass
+    return found
 
 
 def skipped_line(skipped, total):

@@ -12,6 +12,10 @@ with them; docs/prefetch-packs.md says how. Standard library only.
 # a larger readahead(2) into reads of its own, and blk-throttle charges
 # each (measured: 219 requests of up to 8 MiB, 135 MiB, were 463 reads
 # under riops=150, 2.96 s; 2026-11-25).
+# A random 4 KiB read this slow (us) is a seek: the device is one where the
+# order of reads matters (flash and a host-cached virtio disk answer in
+# 0.05-0.5 ms; diskemu's hdd-7200 in 5-13 ms).
+SEEK_US = 2000
 GAP_CANDIDATES = (0, 1, 2, 4, 8, 16, 64, 128, 256, 512, 1024, 2048)
 REQUEST_CANDIDATES = (256,)
 

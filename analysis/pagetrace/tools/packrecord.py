@@ -29,6 +29,7 @@ from pagetrace.core.c_tools import find_c_tool
 from pagetrace.core.escape import display_path
 from pagetrace.core.packfile import pack_name, packs_dir
 from pagetrace.tools import throttle
+from pagetrace.tools.packdevice import request_us, seeking_disks, seeking_metadata
 from pagetrace.tools.startup_bench.used_pages import (fill_varying, first_accesses,
                                                       forced_readahead)
 from pagetrace.tools.startup_bench.cli import split_command
@@ -99,8 +100,20 @@ def compile_pack(traces, command, read_ahead_kb, min_runs=1,
     """The Pack of `traces` (tracefile.Trace with access records); files
     that cannot be opened now are left out, each with a warning."""
     page_size = traces[0].header.page_size
-    ranges = group_ranges(used_first_accesses(traces, min_runs, fill, preloads),
-                          page_size)
+    pages = used_first_accesses(traces, min_runs, fill, preloads)
+    files, kept = _files_and_ranges(group_ranges(pages, page_size), warn)
+    measured = request_us(files)
+    metadata = seeking_metadata(traces, measured)
+    if metadata:
+        files, kept = _files_and_ranges(group_ranges({**pages, **metadata}, page_size),
+                                        warn=lambda m: None)
+    return packfile.Pack(packfile.FORMAT_VERSION, page_size, int(time.time()),
+                         command, len(traces), read_ahead_kb, files, kept, measured)
+
+
+def _files_and_ranges(ranges, warn):
+    """([PackFile], [PackRange]) of grouped ranges: each file identified
+    now; one that cannot be opened is left out, with a warning."""
     files, index = [], {}
     for path, *_ in ranges:
         if path in index:
@@ -113,48 +126,7 @@ def compile_pack(traces, command, read_ahead_kb, min_runs=1,
             warn(f"{display_path(path)}: left out of the pack: {err.strerror}")
     kept = [packfile.PackRange(index[p], page, count, ts)
             for p, page, count, ts in ranges if index[p] is not None]
-    return packfile.Pack(packfile.FORMAT_VERSION, page_size, int(time.time()),
-                         command, len(traces), read_ahead_kb, files, kept,
-                         request_us(files))
-
-
-PROBE_READS = 16
-
-
-def request_us(files, reads=PROBE_READS, seed=22):
-    """{dev: median microseconds of one random 4 KiB O_DIRECT read} per
-    device, measured on the largest file of the pack on it: what a request
-    costs there, which the rotational flag does not say (a virtio disk
-    says rotational 1 whatever backs it). Devices that refuse O_DIRECT
-    (tmpfs) are left out."""
-    import mmap
-    import random
-    rng = random.Random(seed)
-    largest = {}
-    for f in files:
-        if f.size >= 4096 and f.size > largest.get(f.dev, (0, ""))[0]:
-            largest[f.dev] = (f.size, f.path)
-    found = {}
-    buffer = mmap.mmap(-1, 4096)
-    for dev, (size, path) in largest.items():
-        try:
-            fd = os.open(path, os.O_RDONLY | os.O_DIRECT | os.O_CLOEXEC)
-        except OSError:
-            continue
-        times = []
-        try:
-            for _ in range(reads):
-                offset = rng.randrange(size // 4096) * 4096
-                started = time.perf_counter()
-                os.preadv(fd, [buffer], offset)
-                times.append(time.perf_counter() - started)
-        except OSError:
-            times = []
-        finally:
-            os.close(fd)
-        if times:
-            found[dev] = round(sorted(times)[len(times) // 2] * 1e6)
-    return found
+    return files, kept
 
 
 def read_used_traces(paths):
@@ -370,9 +342,17 @@ def record(args, command):
         workdir = args.scratch.name
     target = (("--cgroup", args.cgroup) if args.cgroup else
               ("--container", args.container, "--wait") if args.container else ())
+    files = read_ahead_files()
+    if args.read_ahead_kb == "auto":
+        seeking = seeking_disks(files)
+        args.read_ahead_kb = "keep" if seeking else 0
+        if seeking:
+            progress("read_ahead_kb left as it is while recording: "
+                     + ", ".join(f"{disk}: a random read took {us} us" for disk, us in seeking)
+                     + " (a seek; with 0, every page a start touches would be a "
+                     "request of its own)", args.quiet)
     if args.read_ahead_kb == "keep":
         return record_runs(command, args.runs, workdir, tracer, args.quiet, target)
-    files = read_ahead_files()
     with read_ahead_set(args.read_ahead_kb, files) as saved:
         progress(f"read_ahead_kb {args.read_ahead_kb} while recording on "
                  + ", ".join(f"{p.split('/')[4]} (was {v})" for p, v in saved.items()),
@@ -403,7 +383,7 @@ a trace without access records, no page to pack); 2 bad usage.
 
 
 def read_ahead_value(text):
-    if text == "keep":
+    if text in ("keep", "auto"):
         return text
     if not text.isdigit():
         raise argparse.ArgumentTypeError("a number of KiB, or keep")
@@ -432,10 +412,12 @@ def build_parser(prog=PROG):
                    help="compile these trace --used traces instead of recording")
     p.add_argument("-o", "--output", metavar="PACK",
                    help="the pack (default: PACKS_DIR/PROGRAM-CRC32.pack)")
-    p.add_argument("--read-ahead-kb", type=read_ahead_value, default=0,
-                   metavar="KB|keep", help="read_ahead_kb of the disks while "
-                   "recording, restored after (default 0: the list of the "
-                   "pages touched; keep: leave it)")
+    p.add_argument("--read-ahead-kb", type=read_ahead_value, default="auto",
+                   metavar="KB|keep|auto", help="read_ahead_kb of the disks while "
+                   "recording, restored after (0: the list of the pages "
+                   "touched; keep: leave it; auto, the default: 0, unless a "
+                   "mounted disk seeks (a random read of 2 ms or more), where "
+                   "keep: with 0 every page touched is a request of its own)")
     p.add_argument("--min-runs", type=positive, default=1, metavar="K",
                    help="only pages used in at least K runs (default 1: "
                    "every page any run used)")

@@ -1,0 +1,44 @@
+/* What replay skips: one line for each bad input (`replay: PATH: reason`),
+ * the tally of pages by reason, and the reasons' names (the `skipped` keys
+ * of --json, docs/data-formats.md). */
+#include "replay.h"
+#include "escape.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+
+static const char *const names[SKIP_COUNT] = {
+	[SKIP_MISSING] = "missing",
+	[SKIP_NOT_REGULAR] = "not_regular",
+	[SKIP_SHORT_FILE] = "short_file",
+	[SKIP_MALFORMED] = "malformed",
+	[SKIP_BAD_OFFSET] = "bad_offset",
+	[SKIP_SPECIAL_PATH] = "special_path",
+	[SKIP_ODIRECT_REFUSED] = "odirect_refused",
+	[SKIP_IO_ERROR] = "io_error",
+	[SKIP_NOT_READABLE] = "not_readable",
+};
+
+const char *skip_name(enum skip_reason reason)
+{
+	return names[reason];
+}
+
+/* The path is escaped as in the trace, so that one line stays one line
+ * whatever the name. */
+void skip_message(struct replay *r, enum skip_reason reason, uint64_t count,
+		  const char *path, size_t path_len, const char *fmt, ...)
+{
+	char *what = escape_bytes(path, path_len);
+	va_list ap;
+
+	r->skipped[reason] += count;
+	va_start(ap, fmt);
+	verrmsg(what ? what : "(path)", fmt, ap);
+	va_end(ap);
+	free(what);
+	if (r->opt.strict && !r->fatal) {
+		errmsg(NULL, "stopping (--strict)");
+		__atomic_store_n(&r->fatal, 1, __ATOMIC_RELAXED);
+	}
+}
