@@ -20,12 +20,14 @@ build's binaries (say, the previous build's), side by side in the same
 rounds.
 
 --real-start times real cold starts instead (firefox-esr, chromium, the
-pandas import): bench/trace_start.py says how.
+pandas import), and --load-time each tool's time from its exec to its
+command's start: bench/trace_start.py says how.
 
 Prints a Markdown table; --json prints the numbers instead.
 Run as root:  sudo bench/bench_trace.py [--rounds 5] [--count 200000]
               sudo bench/bench_trace.py --device zram --count 150000
               sudo bench/bench_trace.py --real-start --rounds 10
+              sudo bench/bench_trace.py --load-time --rounds 20
 """
 import argparse
 import contextlib
@@ -318,7 +320,8 @@ def markdown(rows):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, help="default 5; --real-start: 10")
+    parser.add_argument("--rounds", type=int,
+                        help="default 5; --real-start: 10; --load-time: 20")
     parser.add_argument("--count", type=int, default=200000, help="faults per run")
     parser.add_argument("--file-size-mib", type=int, default=1024)
     parser.add_argument("--json", action="store_true")
@@ -331,6 +334,8 @@ def main():
                              "(and the cachetop beside it)")
     parser.add_argument("--real-start", action="store_true",
                         help="instead: cold starts of real applications (trace_start.py)")
+    parser.add_argument("--load-time", action="store_true",
+                        help="instead: each tool's exec to its command's start (trace_start.py)")
     parser.add_argument("--apps", default="firefox,chromium,pandas",
                         help="--real-start: from firefox, chromium, pandas")
     parser.add_argument("--timeout", type=float, default=120, help="--real-start: s a run")
@@ -339,14 +344,20 @@ def main():
     parser.add_argument("--modes", default=",".join(name for name, _ in MODES if name != "readpage.stp"),
                         help="comma-separated, from: " + ", ".join(name for name, _ in MODES))
     args = parser.parse_args()
-    args.rounds = args.rounds or (None if args.real_start else 5)
+    args.rounds = args.rounds or (None if args.real_start or args.load_time else 5)
+    baseline_dir = args.baseline and os.path.dirname(os.path.abspath(args.baseline))
+    if args.load_time:
+        if os.geteuid() != 0:
+            sys.exit("bench_trace: needs root (BPF)")
+        import trace_start  # noqa: E402  (beside this script)
+        trace_start.load_main(args.rounds or 20, args.json, args.tools, baseline_dir)
+        return
     if args.real_start:
         if os.geteuid() != 0:
             sys.exit("bench_trace: needs root (BPF, drop_caches)")
-        sys.path.insert(0, HERE)
         import trace_start  # noqa: E402  (beside this script)
         trace_start.main(args.apps.split(","), args.rounds or 10, args.timeout, args.json,
-                         args.tools, args.baseline and os.path.dirname(args.baseline))
+                         args.tools, baseline_dir)
         return
     known = dict(MODES)
     wanted = [m.strip() for m in args.modes.split(",")]

@@ -24,6 +24,11 @@ before the command starts and just after it ends. Per run:
 
 Medians with distribution-free 95% intervals (order statistics), and the
 median of each run's ratio to the untraced run of its round.
+
+--load-time (load_main) times only the tools' start, warm: from the
+tool's exec to the start of /bin/true under start-stamp, each mode in
+turn, the order rotated every round; "untraced" is the floor (start-stamp
+started from this script).
 """
 import json
 import math
@@ -199,6 +204,45 @@ def markdown(app, rows):
                      f"{_cell(r['bpf'])} | {_cell(r['load'])} | {_cell(r['whole'])} | "
                      f"{r['lost']} |")
     return "\n".join(lines)
+
+
+def load_times(rounds, modes, tools):
+    """{mode: [seconds from the tool's exec to the command's start]}, warm."""
+    stamp = build_stamp()
+    times = {mode: [] for mode in modes}
+    for r in range(rounds + 1):
+        order = modes[r % len(modes):] + modes[:r % len(modes)]
+        for mode in order:
+            stamp_file, log = STAMP_DIR / "stamp", STAMP_DIR / "trace.log"
+            stamp_file.unlink(missing_ok=True)
+            argv = tool_command(mode, [str(stamp), str(stamp_file), "/bin/true"], log, tools)
+            began = time.monotonic_ns()
+            done = subprocess.run(argv, capture_output=True, text=True, errors="replace")
+            if done.returncode != 0:
+                raise RuntimeError(f"{mode}: exit {done.returncode}: {done.stderr[-2000:]}")
+            if r:  # the first round warms the page cache: not counted
+                times[mode].append((int(stamp_file.read_text().split()[0]) - began) / 1e9)
+    return times
+
+
+def load_main(rounds, as_json, tools=None, baseline=None):
+    """--load-time: exec to the command's start, this tree's tools (or
+    TOOLS') and BASELINE's beside them."""
+    about = machine()
+    modes = MODES + (tuple(m + BASELINE for m in MODES[1:]) if baseline else ())
+    where = {"tools": pathlib.Path(tools) if tools else TOOLS,
+             "baseline": pathlib.Path(baseline) if baseline else None}
+    times = load_times(rounds, modes, where)
+    if as_json:
+        print(json.dumps({"machine": about, "load_s": times}, indent=1))
+        return
+    print(f"kernel {about['kernel']}, {about['cpus']} CPUs, from {about['date']}: "
+          f"`{about['command']}`\n")
+    print("| mode | runs | exec to command start, median s (95% interval) | min–max s |")
+    print("| --- | ---: | ---: | ---: |")
+    for mode, values in times.items():
+        print(f"| {mode} | {len(values)} | {_cell(median_ci(values))} | "
+              f"{min(values):.3f}–{max(values):.3f} |")
 
 
 def machine():

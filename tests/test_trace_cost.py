@@ -245,6 +245,11 @@ def test_cachetop_json_carries_the_cost(cold_file):
     assert report["bpf_runs"] > 0 and report["bpf_ns"] > 0
     assert 10 <= report["bpf_ns"] / report["bpf_runs"] <= 200_000
     assert report["bpf_missed"] == 0
+    # One entry a loaded program, adding up to the totals.
+    programs = report["bpf_programs"]
+    assert len(programs) >= 5 and len({p["name"] for p in programs}) == len(programs)
+    assert sum(p["runs"] for p in programs) == report["bpf_runs"]
+    assert sum(p["ns"] for p in programs) == report["bpf_ns"]
 
 
 def xlated_programs(pid):

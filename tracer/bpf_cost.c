@@ -14,6 +14,7 @@
 #include <bpf/libbpf.h>
 #include "clock.h"
 #include "errmsg.h"
+#include "json.h"
 #include "bpf_cost.h"
 
 #define COST_PHASES	16
@@ -163,4 +164,20 @@ void cost_print(FILE *f, const char *tool, const struct bpf_cost *cost, bool per
 		fprintf(f, "%s: BPF cost: %-24s %10llu runs %10.3f ms %8.0f ns a run, %llu skipped\n",
 			tool, sorted[i].name, sorted[i].runs, sorted[i].ns / 1e6,
 			sorted[i].runs ? (double)sorted[i].ns / sorted[i].runs : 0.0, sorted[i].missed);
+}
+
+void cost_json(FILE *f, const struct bpf_cost *cost)
+{
+	if (cost->measured)
+		fprintf(f, "\"bpf_ns\": %llu, \"bpf_runs\": %llu, ", cost->ns, cost->runs);
+	fprintf(f, "\"bpf_missed\": %llu, \"bpf_programs\": [", cost->missed);
+	for (int i = 0; i < cost->n; i++) {
+		fprintf(f, "%s{\"name\": ", i ? ", " : "");
+		json_string(f, cost->program[i].name, strlen(cost->program[i].name));
+		if (cost->measured)
+			fprintf(f, ", \"runs\": %llu, \"ns\": %llu", cost->program[i].runs,
+				cost->program[i].ns);
+		fprintf(f, ", \"missed\": %llu}", cost->program[i].missed);
+	}
+	fputs("]", f);
 }

@@ -61,5 +61,11 @@ void cost_read(struct bpf_object *const *objs, int n, struct bpf_cost *cost);
  * measured (why)" on @f; with @per_program, one line a program after it.
  */
 void cost_print(FILE *f, const char *tool, const struct bpf_cost *cost, bool per_program);
+/*
+ * The same as JSON members, without braces: "bpf_ns", "bpf_runs" (absent
+ * when not measured), "bpf_missed", and "bpf_programs": [{"name", "runs",
+ * "ns", "missed"}, ...] ("runs" and "ns" absent when not measured).
+ */
+void cost_json(FILE *f, const struct bpf_cost *cost);
 
 #endif /* PAGETRACE_BPF_COST_H */

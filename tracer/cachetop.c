@@ -99,7 +99,7 @@ static const struct argp_option argp_options[] = {
 	{ "drop-caches", OPT_DROP_CACHES, NULL, 0, "With -c: sync and drop the page cache before "
 	  "starting CMD (a cold start)", 0 },
 	{ "json", 'j', NULL, 0, "JSON: one object per interval (one line each), or one for -c", 0 },
-	{ "verbose", 'v', NULL, 0, "Show libbpf's messages", 0 },
+	{ "verbose", 'v', NULL, 0, "Show libbpf's messages; with -c, the BPF cost of each program", 0 },
 	{},
 };
 
@@ -453,9 +453,8 @@ static void print_summary(struct cache_bpf *skel, const __u64 *totals, int exit_
 		printf(", \"exit_status\": %d, ", exit_code);
 		json_counts(stdout, &all);
 		printf(", \"lost\": %llu, ", (unsigned long long)cache_lost(totals));
-		if (cost.measured)
-			printf("\"bpf_ns\": %llu, \"bpf_runs\": %llu, ", cost.ns, cost.runs);
-		printf("\"bpf_missed\": %llu, \"processes\": ", cost.missed);
+		cost_json(stdout, &cost);
+		fputs(", \"processes\": ", stdout);
 		json_rows(stdout, &procs, BY_PROCESS);
 		fputs(", \"files\": ", stdout);
 		json_rows(stdout, &files_table, BY_FILE);

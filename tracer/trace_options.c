@@ -113,7 +113,7 @@ static const struct argp_option argp_options[] = {
 	{ "names-kept", OPT_NAMES_KEPT, "N", OPTION_HIDDEN,
 	  "Forget file names not used lately past N (default 65536; for tests)", 0 },
 	{ "quiet", 'q', NULL, 0, "No summary on stderr", 0 },
-	{ "verbose", 'v', NULL, 0, "Show libbpf's messages", 0 },
+	{ "verbose", 'v', NULL, 0, "Show libbpf's messages and the verifier's log, the load time by phase, each program's verification time and BPF cost", 0 },
 	{},
 };
 
