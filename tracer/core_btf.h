@@ -14,7 +14,9 @@
  * where it is kept anyway, else void): libbpf takes any two pointers for
  * compatible fields. The relocated instructions are the same as against the
  * whole BTF (tests/test_trace_cost.py compares them). The kernel's own BTF
- * is still what tp_btf and fentry programs attach by.
+ * is still what tp_btf and fentry programs attach by. Not for an object that
+ * relocates a kernel type's id (bpf_core_type_id_kernel: the ids are the
+ * cut's) or matches types through pointers (bpf_core_type_matches).
  */
 #ifndef PAGETRACE_CORE_BTF_H
 #define PAGETRACE_CORE_BTF_H
