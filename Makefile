@@ -36,7 +36,7 @@ $(SUBDIRS): | $(INSTALLED)
 endif
 test: all | $(INSTALLED)
 	@test -x $(PYTHON) || { echo "make: no $(PYTHON): run scripts/install-deps first" >&2; exit 1; }
-	$(PYTHON) -m pytest -ra --durations=12 tests --ignore=tests/kernels --ignore=tests/test_containers.py $(PACKAGING_TESTS:%=--ignore=%)
+	$(PYTHON) -m pytest -ra tests --durations=12 --ignore=tests/kernels --ignore=tests/test_containers.py $(PACKAGING_TESTS:%=--ignore=%)
 
 # Containers started by a real runtime (tests/test_containers.py): docker.io's
 # dockerd, started and stopped by the tests; scripts/install-deps --containers.
