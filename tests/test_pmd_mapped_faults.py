@@ -1,10 +1,10 @@
 """Faults that map a PMD-sized folio whole (2 MiB, one page-table entry)
 leave no event for the pages besides their own: fault-around's
 filemap_map_pmd() returns before filemap:mm_filemap_map_pages fires, and
-after filemap_fault() it is finish_fault()'s do_set_pmd(). The tools find
-those pages in the thread's page tables once the fault has ended
-(page_access.bpf.h: resolve_silent_fault(), map_fault_folio();
-docs/tracer.md, "Large folios mapped whole").
+after filemap_fault() it is finish_fault()'s do_set_pmd(). kmem:rss_stat
+fires during such a fault; the tools read its VMA then, and the pages
+from the thread's page tables at its next fault or system call
+(tracer/fault_state.bpf.h: resolve_fault_end(); docs/fault-path.md).
 
 The case: xfs on a fresh zram device, a 16 MiB file mapped with
 MADV_HUGEPAGE, so that its mmap read-around builds 2 MiB folios (an
@@ -15,11 +15,11 @@ the process's own page tables (/proc/self/pagemap) before and after each
 touch; the test fails if the kernel did not map each folio whole, so that
 the case is the one it claims.
 
-`cachetop` runs with `cachestat` beside it, as tests/cachefuzz.py does:
-with interrupts off at page_fault_user, the second program's bpf_find_vma()
-there gets -EBUSY; before the fix cachetop counted 1 hit and 0 mapped pages
-here where the kernel says 8 and 4,088 (7.3's seed 1118 in the kernel
-matrix).
+`cachetop` runs with `cachestat` beside it, as tests/cachefuzz.py does
+(each tool's page-table reads are page faults the other sees; a design
+that looked VMAs up with bpf_find_vma() at page_fault_user found them
+busy there, and counted 1 hit and 0 mapped pages where the kernel says 8
+and 4,088).
 """
 import json
 import os
@@ -156,11 +156,10 @@ touches = [sorted(set(present_pages(va, n)) - before - set(pages))]""".format(pa
 
 @pytest.mark.parametrize("order", ["forward", "last-first"])
 def test_back_to_back_pmd_mapped_faults(pmd_folios, tmp_path, order):
-    """The 8 touches with no system call between them: each fault's lookup
-    at the next fault finds bpf_find_vma's irq_work busy (cachestat beside
-    cachetop), and waits for the thread's next system call. Last-first, the
-    touch that filemap_fault() serves (the last folio's) comes first, and
-    its folio's lookup is the busy one (7.3's seed 1140: 503 mapped pages
+    """The 8 touches with no system call between them: each fault is
+    resolved at the next one. Last-first, the touch that filemap_fault()
+    serves (the last folio's) comes first, and its folio is the one
+    resolved at a fault (a queue of such folios once left 503 mapped pages
     uncounted)."""
     path, command = pmd_folios
     script = tmp_path / "together.py"
@@ -219,9 +218,10 @@ print(json.dumps({{"va": va, "touches": touches, "cached": was_cached}}), file=s
 
 @pytest.mark.parametrize("tool", ["trace", "cachetop"])
 def test_pmd_mapped_faults_where_anonymous_memory_was(pmd_folios, tmp_path, tool):
-    """The last anonymous VMA a silent fault was in is remembered, so that
-    the next anonymous faults in it cost no VMA lookup; a file mapped over
-    it since must not be taken for it."""
+    """An address's VMA changes from anonymous to a file's between two
+    faults: the file's PMD-mapped faults must not be taken for anonymous
+    ones (a remembered anonymous VMA once lost 7 of 8 and 3,577 of 4,088
+    mapped pages)."""
     path, command = pmd_folios
     script = tmp_path / "where-anonymous-was.py"
     script.write_text(TOUCH_WHERE_ANONYMOUS_WAS)

@@ -85,7 +85,7 @@ int BPF_KPROBE(name, struct vm_area_struct *vma, unsigned long address,		\
 	       unsigned int flags, struct pt_regs *regs)			\
 {										\
 	if (current_is_traced() && arch_fault_starts(address, flags, regs, user))	\
-		page_access_fault_start(address, user);				\
+		page_access_fault_start(address, user, vma);			\
 	return 0;								\
 }
 #define ARCH_FAULT_PROGRAMS()							\

@@ -305,8 +305,7 @@ TRACEPOINT_PROGRAMS(bio_queue, "block_bio_queue", handle_bio_queue(bio), struct 
 /* Before v5.11 the bio came second (trace.bpf.c). */
 TRACEPOINT_PROGRAMS(bio_queue_after_queue, "block_bio_queue", handle_bio_queue(bio),
 		    struct request_queue *q, struct bio *bio)
-TRACEPOINT_PROGRAMS(fork, "sched_process_fork",
-		    (follow_fork(parent, child), process_vmas_fork(parent, child), 0),
+TRACEPOINT_PROGRAMS(fork, "sched_process_fork", (follow_fork(parent, child), 0),
 		    struct task_struct *parent, struct task_struct *child)
 TRACEPOINT_PROGRAMS(exit, "sched_process_exit", handle_exit(task), struct task_struct *task)
 TRACEPOINT_PROGRAMS(get_pages, "mm_filemap_get_pages", handle_get_pages(mapping, index, last),

@@ -63,6 +63,11 @@ static int select_programs(struct cache_bpf *skel, struct attach_choice *choices
 	}
 	skel->rodata->get_pages_takes_count =
 		!kernel_param_is_pointer(vmlinux, "filemap_get_pages", 1);
+	/* v6.1: a fault's VMA is read from it (vma_lookup.bpf.h). */
+	if (btf__find_by_name_kind(vmlinux, "maple_tree", BTF_KIND_STRUCT) < 0) {
+		errmsg(NULL, "the kernel lacks the maple tree of VMAs (v6.1), which it needs");
+		missing++;
+	}
 	btf__free(vmlinux);
 	return missing ? -1 : 0;
 }

@@ -54,6 +54,29 @@ enum maple_type___pagetrace {
 };
 
 /*
+ * mm->mm_lock_seq changes whenever the mmap lock's writer is done, so that
+ * a VMA read while it was the same is current (vma_lookup.bpf.h). An int
+ * from v6.4 "mm: add per-VMA lock and helper functions to control it"
+ * (Suren Baghdasaryan), incremented when the writer unlocks; a seqcount_t
+ * from v6.14 "mm: convert mm_lock_seq to a proper seqcount" (Suren
+ * Baghdasaryan), odd while the writer holds the lock. Neither without
+ * CONFIG_PER_VMA_LOCK: false, no value.
+ */
+struct mm_struct___lock_seq_int { int mm_lock_seq; } CORE_FLAVOUR;
+struct mm_struct___lock_seqcount { seqcount_t mm_lock_seq; } CORE_FLAVOUR;
+
+static __always_inline bool mm_lock_seq(__u64 mm, __u32 *seq)
+{
+	if (bpf_core_field_exists(struct mm_struct___lock_seqcount, mm_lock_seq))
+		*seq = BPF_CORE_READ((struct mm_struct___lock_seqcount *)mm, mm_lock_seq.sequence);
+	else if (bpf_core_field_exists(struct mm_struct___lock_seq_int, mm_lock_seq))
+		*seq = BPF_CORE_READ((struct mm_struct___lock_seq_int *)mm, mm_lock_seq);
+	else
+		return false;
+	return true;
+}
+
+/*
  * Offsets of the words of a struct page (and of a folio, which overlays its
  * head page) that pagetrace reads: relocated to the running kernel's layout,
  * whichever of the names above it has. struct page exists on every kernel;

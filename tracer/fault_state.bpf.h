@@ -1,479 +1,243 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Part of page_access.bpf.h (included by it only, after fault_around.bpf.h):
- * what is resolved after the fact. Faults that left no filemap event
- * (silent faults, DEFERRED_SILENT a thread), the deferred fault-arounds of
- * fault_around.bpf.h, read from the page tables at the thread's next system
- * call or fault; the entry points of a fault starting, of pages read from
- * storage, and of a thread ending.
+ * Part of page_access.bpf.h (included by it only, after vma_lookup.bpf.h):
+ * a fault, from its start to its end. Its page, when it goes to the file
+ * system (mm_filemap_fault); what fault-around mapped
+ * (mm_filemap_map_pages, which fires after the page-table entries are set,
+ * the faulting VMA still locked: of its range, the pages the page tables
+ * map that no access or map accounted for, the faulting page among them
+ * its access; a large folio at either end may be mapped whole beyond it);
+ * what it mapped without that tracepoint (kmem:rss_stat, resolved at its
+ * end); pages read from storage; a thread's end.
  *
- * Invariants: every deferred fault is resolved at the next system call, fault
- * or thread exit, or counted lost (on_fault_lost()); a fault counts its page
- * once, whichever of the paths resolves it.
+ * Invariants: a thread is in one fault state (enum fault_state); only a
+ * fault of the thread's own has an address, so page tables to read; a
+ * fault ends at the thread's next fault or system call, which first
+ * resolves what it left (FAULT_MAPPED_FILE) with the VMA read during the
+ * fault; a fault counts its page once (FAULT_RESOLVED: its retry counts
+ * nothing); what cannot be told is counted lost, never guessed.
  */
 #ifndef PAGETRACE_FAULT_STATE_BPF_H
 #define PAGETRACE_FAULT_STATE_BPF_H
 
-/*
- * A fault that fault-around serves by mapping a whole PMD-sized folio
- * (filemap_map_pages() -> filemap_map_pmd(), with large folios in the page
- * cache: seen on 7.3) returns before filemap:mm_filemap_map_pages fires, and
- * never reaches filemap_fault(): it leaves no event. Such a fault is still
- * FAULT_STARTED at the thread's next system call (sys_enter; exit and
- * exit_group too, while its memory is still mapped) or next fault: then
- * its page, if it is a file's and in the page cache, is the access that
- * fault-around served. Anonymous faults, most faults, stay FAULT_STARTED
- * too: the last anonymous VMA found is remembered, so that the next faults
- * in it cost no VMA lookup.
- */
-
-/*
- * Bit 0 of a deferred silent address: its fault was filemap_fault()'s,
- * counted as an access already; only its folio's other pages are left
- * (map_fault_folio()). Addresses are kept page-aligned, so the bit is free.
- */
-#define SILENT_SERVED	1ULL
-
-/*
- * A silent fault's lookup for the thread's next system call; false: none
- * free. A served one (a file's fault) takes the slot of one that is not,
- * when none is free: most of those are anonymous faults (with cachestat
- * beside cachetop every lookup at a fault's start is busy), and one
- * more than DEFERRED_SILENT is not counted either way.
- */
-static __always_inline bool defer_silent(struct thread_access *ta, __u64 address)
+/* filemap:mm_filemap_fault(mapping, index): once per fault, retries too. */
+static __always_inline void page_access_fault(struct address_space *mapping, __u64 index)
 {
-	/*
-	 * Loops, not unrolled: unrolled, the callers' frames grew by 128 to
-	 * 224 bytes, toward 6.1's 512 for the call chain. The index is the
-	 * loop's own: a computed one, clang drops its mask and 6.1's
-	 * verifier refuses it.
-	 */
-#pragma clang loop unroll(disable)
-	for (__u32 i = 0; i < DEFERRED_SILENT; i++)
-		if (!ta->deferred_addresses[i]) {
-			ta->deferred_addresses[i] = address;
-			return true;
-		}
-	if (!(address & SILENT_SERVED))
-		return false;
-#pragma clang loop unroll(disable)
-	for (__u32 i = 0; i < DEFERRED_SILENT; i++)
-		if (!(ta->deferred_addresses[i] & SILENT_SERVED)) {
-			ta->deferred_addresses[i] = address;
-			return true;
-		}
-	return false;
-}
-
-/*
- * map_fault_folio()'s lookup busy (the mmap lock, or bpf_find_vma's
- * irq_work with cachestat beside cachetop): left to the next system call,
- * as a silent fault is (7.3, tests/cachefuzz.py seed 1140: a touch read a
- * 2 MiB folio, mapped whole, 503 mapped pages uncounted), or counted lost
- * if all are such folios. Only if the folio's page beside the
- * fault's is mapped: the kernel maps a folio whole or only the fault's
- * page, and fault-around skipped this folio whole, so nothing else maps
- * that page (most filemap_fault()-served faults map one page: 4 "lost" in
- * make test's random scripts when each was kept).
- */
-static __noinline void defer_fault_folio(struct thread_access *ta, unsigned long folio,
-					      __u64 nr, __u64 index)
-{
-	__u64 page = ta->fault_address & -(1ULL << page_shift), first = 0, beside;
-
-	bpf_probe_read_kernel(&first, sizeof(first), (void *)folio + page_index_offset());
-	beside = index + 1 < first + nr ? page + (1ULL << page_shift) : page - (1ULL << page_shift);
-	if (!user_page_mapped(beside))
-		return;	/* the fault mapped its own page only */
-	if (!defer_silent(ta, page | SILENT_SERVED))
-		on_fault_lost();
-}
-
-/*
- * A fault that filemap_fault() served: finish_fault() maps a PMD-sized
- * folio whole with do_set_pmd() after it (a folio fault-around skipped,
- * e.g. one marked for readahead), and no event says so. Once the fault
- * has ended, the folio's other pages are read from the page tables, as
- * fault-around's are (tests/test_pmd_mapped_faults.py: the last 2 MiB of
- * a file mapped with MADV_HUGEPAGE, 511 pages uncounted before). A global
- * function: inlined, its walk's frame took the sys_enter program's call
- * chain to 544 bytes, over the 512 of kernels before v6.13 (6.1 refused it).
- */
-/* A fault's folio walk is held per CPU (scratch.bpf.h), not on the stack. */
-SCRATCH_ROOM(folio_walk_room, struct chunk_walk)
-
-static __always_inline void map_fault_folio_with(struct chunk_walk *walk)
-{
-	struct thread_access *ta = thread_access(false);
-	struct address_space *mapping;
-	struct vma_lookup lookup = {};
-	unsigned long folio;
-	__u64 index, nr;
+	struct chunk_walk walk = {};
+	struct thread_access *ta = thread_access(true);
 
 	if (!ta)
 		return;
-	mapping = (struct address_space *)ta->fault_mapping;
-	lookup.address = ta->fault_address;
-	index = ta->fault_index;
-	ta->fault_folio_check = 0;
-	folio = folio_at(mapping, index);
-	if (!lookup.address || !folio || (nr = folio_pages((const struct folio *)folio)) < 2)
-		return;
-	fault_vma(ta, &lookup, false);
-	if (!lookup.end) {
-		defer_fault_folio(ta, folio, nr, index);
-		return;
-	}
-	if (lookup.mapping != (__u64)mapping || lookup.index != index)
-		return;	/* not this fault's page (a kernel-mode or remote fault) */
-	start_walk(walk, mapping, OP_MAP, index, index);
-	page_access_map_whole_folios(walk, index, index, &lookup);
-}
-
-__noinline int map_fault_folio(void)
-{
-	struct chunk_walk *walk = folio_walk_room_take();
-
-	if (!walk) {	/* nested on this CPU: the folio's other pages are not read */
-		on_fault_lost();
-		return 0;
-	}
-	map_fault_folio_with(walk);
-	folio_walk_room_give(walk);
-	return 0;
+	if (ta->fault_state != FAULT_STARTED && ta->fault_mapping == (__u64)mapping &&
+	    ta->fault_index == index)
+		return;	/* the same fault, retried after the page was read */
+	start_walk(&walk, mapping, OP_FAULT, index, index);
+	walk_chunks(&walk);
+	if (ta->fault_state == FAULT_STARTED)	/* get_user_pages()'s stays FAULT_NONE */
+		ta->fault_state = FAULT_RESOLVED;
+	ta->fault_mapping = (__u64)mapping;
+	ta->fault_index = index;
+	ta->fault_flags = (ta->fault_flags & ~FAULT_EXPECTS_READ) |
+			  (walk.absent ? FAULT_EXPECTS_READ : 0);
 }
 
 /*
- * A deferred fault-around's pages, read from the page tables: which pages
- * fault-around mapped is what they map now, and the page cache need not
- * be walked (a mapped page is in it). Two chunks at most: fault-around's
- * default range is 16 pages (fault_around_bytes, 64 KiB).
+ * The folio at @page, its part inside [@lo, @hi], from the page tables: the
+ * kernel maps a large folio whole or not at all, and only one inside the
+ * VMA (chunk_map()). @walk is the fault's walk, reused.
  */
-/*
- * Of the @pages (64 at most) pages that the VMA maps from @address, those
- * its page tables map: bit i for page i (@byte: where to read one byte). A loop without branches, not a
- * bpf_loop: a callback's frame took the fault program's stack to 544
- * bytes on 6.1 (512 at most before v6.13), and a branch a page made
- * states the verifier could not prune.
- */
-static __always_inline __u64 ptes_mapped(__u64 pages, __u64 address, __u64 *byte)
+static __always_inline void map_folio_part(struct chunk_walk *walk, const struct thread_access *ta,
+					   __u64 page, __u64 lo, __u64 hi)
 {
-	__u64 mapped = 0;
+	unsigned long folio = folio_at(walk, page);
+	__u64 first = 0, last, nr;
 
-	for (__u32 i = 0; i < CHUNK_PAGES && i < pages; i++) {
-		long err = bpf_probe_read_user(byte, 1,
-					       (const void *)(address + ((__u64)i << page_shift)));
-
-		mapped |= (((__u64)err >> 63) ^ 1) << i;	/* err is 0 or negative */
-	}
-	return mapped;
-}
-
-/*
- * One chunk of it, @mapped its pages the page tables map: the fault's page
- * is its access when @account (as chunk_map() counts it), the others are
- * mapped ones unless known already.
- */
-static __always_inline void map_chunk_from_ptes(struct inode *inode, struct page_chunk_key *key,
-						__u64 mapped, __u64 fault_index, bool account)
-{
-	__u64 base = key->chunk << CHUNK_SHIFT, fault_bit = 0, new_map;
-	struct page_chunk *state;
-	__u32 hits = 0, misses = 0;
-	__u64 first;
-
-	if (fault_index >= base && fault_index < base + CHUNK_PAGES)
-		fault_bit = 1ULL << (fault_index - base);
-	state = chunk_state(key, mapped != 0);
-	if (!state)
-		return;
-	if (account && (mapped & fault_bit)) {
-		first = mark_accessed(state, fault_bit, &hits, &misses);
-		on_access(inode, key, first, hits, misses, ACCESS_BY_FAULT);
-	}
-	new_map = mapped & ~fault_bit & ~state->accessed & ~state->mapped;
-	state->mapped |= new_map;
-	if (new_map)
-		on_map(inode, key, new_map);
-}
-
-/*
- * Chunk @key of the folio [first, last] around fault_index: mapped whole
- * with the fault's page if the page tables map a page of it that no
- * access or map accounts for yet (the kernel maps a folio whole or not at
- * all; as chunk_mapped_whole() reads it).
- */
-static __always_inline void map_folio_chunk_from_ptes(struct inode *inode,
-						      struct page_chunk_key *key, __u64 first,
-						      __u64 last, __u64 fault_index,
-						      struct vma_lookup *vma)
-{
-	__u64 base = key->chunk << CHUNK_SHIFT, candidates = range_mask(key->chunk, first, last);
-	struct page_chunk *state = chunk_state(key, false);
-	__u64 page;
-
-	if (fault_index >= base && fault_index < base + CHUNK_PAGES)
-		candidates &= ~(1ULL << (fault_index - base));
-	if (state)
-		candidates &= ~(state->accessed | state->mapped);
-	if (!candidates)
-		return;
-	page = base + lowest_bit(candidates);
-	if (user_page_mapped(vma->start + ((page - vma->pgoff) << page_shift)))
-		map_chunk_from_ptes(inode, key, candidates, fault_index, false);
-}
-
-/* A PMD-sized folio, the largest the page cache holds: 8 chunks. */
-#define FOLIO_CHUNKS	8
-
-/*
- * The silent fault at @address, once it has ended: its page, if a file's
- * and one fault-around maps, is its access, and the rest of its folio,
- * which a PMD mapped with it, is read from the page tables. A global
- * function: verified once, and with its own frame, not the walk of the
- * page cache's (with that walk, eight of these at sys_enter took the
- * program's stack past the 512 bytes of kernels before v6.13).
- */
-__noinline int resolve_silent(__u64 address)
-{
-	__u64 served = address & SILENT_SERVED;
-	struct thread_access *ta = thread_access(false);
-	struct vma_lookup lookup = {};
-	struct address_space *mapping;
-	struct page_chunk_key *key;
-	struct chunk_cache cache;
-	__u64 first, last, nr, bit;
-	struct inode *inode;
-	unsigned long folio;
-	long err;
-
-	if (!ta || (address >= ta->anon_start && address < ta->anon_end &&
-		    ta->anon_mapping_calls == mapping_calls))
-		return 0;
-	/*
-	 * At a page_fault_* tracepoint interrupts are off, and there
-	 * bpf_find_vma() unlocks the mmap lock through a per-CPU irq_work
-	 * ("bpf: Introduce helper bpf_find_vma", Song Liu, v5.17): a second
-	 * call before that work ran (another tool's program on the same
-	 * tracepoint: cachestat beside cachetop) gets -EBUSY. The fault is
-	 * then resolved at the thread's next system call, where interrupts
-	 * are on (7.3, tests/cachefuzz.py seed 1118: three PMD-mapped faults
-	 * and their 1,449 pages lost). DEFERRED_SILENT are kept (one was: 8
-	 * PMD-mapped faults with no system call between them gave 2 hits and
-	 * 1,022 mapped pages of 8 and 4,088, tests/test_pmd_mapped_faults.py).
-	 * One more is not counted lost: most such faults are anonymous, and with
-	 * cachestat beside cachetop every lookup at a fault finds the
-	 * irq_work busy (18,340 "lost" in 100 scripts, counted).
-	 */
-	address &= -(1ULL << page_shift);
-	lookup.address = address;
-	ta->lookup_mapping_calls = mapping_calls;	/* before: one may start during the lookup */
-	err = bpf_find_vma(current_task(), address, vma_file_page, &lookup, 0);
-	if (err == -16 /* -EBUSY */ && !defer_silent(ta, address | served) && served)
-		on_fault_lost();
-	if (err)
-		return 0;
-	if (!lookup.mapping) {
-		ta->anon_start = lookup.start;
-		ta->anon_end = lookup.end;
-		ta->anon_mapping_calls = ta->lookup_mapping_calls;
-		return 0;
-	}
-	mapping = (struct address_space *)lookup.mapping;
-	bit = 1ULL << (lookup.index & (CHUNK_PAGES - 1));
-	if (!served) {
-		chunk_in_cache(mapping, lookup.index >> CHUNK_SHIFT, bit, bit, &cache);
-		if (!(cache.mappable & bit))
-			return 0;
-	}
-	inode = BPF_CORE_READ(mapping, host);
-	key = &ta->silent_key;
-	file_id_of(inode, &key->file);
-	key->chunk = lookup.index >> CHUNK_SHIFT;
-	if (!served)
-		map_chunk_from_ptes(inode, key, bit, lookup.index, true);
-	/* The folio's other pages, which the PMD mapped with it (7.3: 391 of a 2 MiB folio). */
-	folio = folio_at(mapping, lookup.index);
 	if (!folio || (nr = folio_pages((const struct folio *)folio)) < 2)
-		return 0;
+		return;
 	bpf_probe_read_kernel(&first, sizeof(first), (void *)folio + page_index_offset());
 	last = first + nr - 1;
-	if (first < lookup.pgoff || last - lookup.pgoff >= (lookup.end - lookup.start) >> page_shift)
-		return 0;	/* not inside the VMA: never mapped whole */
-#pragma clang loop unroll(disable)
-	for (__u64 c = 0; c < FOLIO_CHUNKS; c++) {
-		key->chunk = (first >> CHUNK_SHIFT) + c;
-		if (key->chunk > last >> CHUNK_SHIFT)
-			break;
-		map_folio_chunk_from_ptes(inode, key, first, last, lookup.index, &lookup);
-	}
-	return 0;
+	if (first < ta->vma_pgoff || last - ta->vma_pgoff >= (ta->vma_end - ta->vma_start) >> page_shift)
+		return;	/* not inside the VMA: never mapped whole */
+	walk->op = OP_MAPPED_WHOLE;
+	walk->account_fault = false;
+	walk->first = first > lo ? first : lo;
+	walk->last = last < hi ? last : hi;
+	walk->vm_start = ta->vma_start;
+	walk->vm_pgoff = ta->vma_pgoff;
+	walk_chunks(walk);
 }
 
 /*
- * A fault-around defer_map() kept, once its VMA is found (then kept as the
- * thread's last file VMA): its fault's page, and which of its pages the
- * page tables map, kept in its slot for map_deferred_chunk(). Still busy:
- * kept for the next fault or system call. Unmapped or replaced since, or
- * longer than 64 pages: lost. Global functions (verified once, not again
- * with each caller's states: inlined, with a walk of the page cache, this
- * took the fault and sys_enter programs from 80,000 to 550,000
- * instructions verified on 6.18), and small ones: in one, the chain from
- * the fault program through it to emit_page_run() needed 544 bytes of
- * stack, over the 512 of kernels before v6.13 (6.1 refused it).
+ * Can the folio at @page begin before it (@at_start), or go on after it? A
+ * folio below 64 pages lies in one leaf, its pages past the first sibling
+ * slots; one of 64 pages or more, above the leaves, may always.
  */
-__noinline int find_deferred_slot(__u32 i)
+static __always_inline bool folio_may_reach_past(struct chunk_walk *walk, __u64 page, bool at_start)
+{
+	__u64 e = chunk_entry(walk, page >> CHUNK_SHIFT), slot = page & (CHUNK_PAGES - 1);
+
+	if (!xa_entry_is_node(e))
+		return !(e & XA_ONLY_PAGE_0) && xa_entry_is_folio(e);
+	if (!at_start && slot == CHUNK_PAGES - 1)
+		return false;
+	return xa_entry_is_sibling(leaf_slot(e, at_start ? slot : slot + 1));
+}
+
+/*
+ * "mm/filemap: map entire large folio faultaround" (Kiryl Shutsemau, v6.18)
+ * maps a large folio whole, beyond [start, end], when it lies inside the
+ * VMA, one page table and the file: only the folios at the range's ends
+ * can reach beyond it.
+ */
+static __always_inline void map_whole_folios_at_ends(struct chunk_walk *walk,
+						     const struct thread_access *ta,
+						     __u64 start, __u64 end)
+{
+	if (start > ta->vma_pgoff && folio_may_reach_past(walk, start, true))
+		map_folio_part(walk, ta, start, 0, start - 1);
+	if (folio_may_reach_past(walk, end, false))
+		map_folio_part(walk, ta, end, end + 1, ~0ULL);
+}
+
+/* A fault's walk is held per CPU (scratch.bpf.h), not on the program's stack. */
+SCRATCH_ROOM(fault_walk_room, struct chunk_walk)
+
+/*
+ * filemap:mm_filemap_map_pages(mapping, start, end). A fault-around without
+ * a fault of the thread's own (get_user_pages(): MADV_POPULATE_READ, mlock,
+ * a remote access) has no address, so no page tables to read: its pages
+ * are not recorded as mapped.
+ */
+static __always_inline void page_access_map(struct address_space *mapping, __u64 start, __u64 end,
+					    struct vm_fault *vmf)
 {
 	struct thread_access *ta = thread_access(false);
-	struct vma_lookup lookup = {};
-	struct deferred_map *slot;
-	long err;
+	struct chunk_walk *walk;
+	__u64 index;
 
-	if (!ta)
-		return 0;
-	slot = &ta->deferred_maps[i & (DEFERRED_MAPS - 1)];
-	lookup.address = slot->address;
-	if (!lookup.address || slot->found)
-		return 0;
-	ta->vma_lookup_calls = mapping_calls;
-	err = bpf_find_vma(current_task(), lookup.address, vma_file_page, &lookup, 0);
-	if (err == -16 /* -EBUSY */)
-		return 0;
-	if (err || lookup.mapping != slot->mapping || lookup.index < slot->start ||
-	    lookup.index > slot->end || slot->end - slot->start >= CHUNK_PAGES) {
-		slot->address = 0;
-		ta->nr_deferred_maps--;
-		on_fault_lost();
-		return 0;
+	if (!ta || ta->fault_state == FAULT_NONE)
+		return;
+	ta->fault_flags &= ~FAULT_MAPPED_FILE;	/* what it mapped is read here */
+	if (vmf) {	/* fexit/filemap_map_pages (before the tracepoint): the fault's own VMA */
+		if (BPF_CORE_READ(vmf, address) >> page_shift != ta->fault_address >> page_shift)
+			return;
+		keep_fault_vma(ta, BPF_CORE_READ(vmf, vma));
+	} else if (!fault_vma(ta)) {
+		on_fault_lost();	/* the maple tree gave no VMA */
+		return;
 	}
-	remember_vma(ta, &lookup);
-	slot->index = lookup.index;
-	slot->mapped = ptes_mapped(slot->end - slot->start + 1,
-				   lookup.start + ((slot->start - lookup.pgoff) << page_shift),
-				   &slot->byte_read);
-	slot->found = 1;
-	return 0;
+	index = vma_page_index(ta, ta->fault_address);
+	if (ta->vma_mapping != (__u64)mapping || index < start || index > end)
+		return;	/* not the range of the thread's fault */
+	walk = fault_walk_room_take();
+	if (!walk) {	/* nested on this CPU: what it mapped is not known */
+		on_fault_lost();
+		return;
+	}
+	start_walk(walk, mapping, OP_MAP, start, end);
+	walk->fault_index = index;
+	walk->account_fault = ta->fault_state == FAULT_STARTED;
+	walk->vm_start = ta->vma_start;
+	walk->vm_pgoff = ta->vma_pgoff;
+	walk_chunks(walk);
+	if (walk->served) {
+		ta->fault_state = FAULT_RESOLVED;
+		ta->fault_mapping = (__u64)mapping;
+		ta->fault_index = index;
+		ta->fault_flags &= ~FAULT_EXPECTS_READ;
+	}
+	map_whole_folios_at_ends(walk, ta, start, end);
+	fault_walk_room_give(walk);
 }
 
 /*
- * A found one's pages in chunk @second (0: the chunk of its first page, 1:
- * the next), into the page states. One chunk a call: with both, the cache
- * tools' chain through it to emit_file_path() was 544 bytes on 6.1.
+ * kmem:rss_stat(mm, member) of a file's pages (the caller checks the
+ * member): the thread's fault changed what its page tables map of a file.
+ * Fault-around's change is read at its tracepoint, which follows at once;
+ * any other (a PMD mapped by filemap_map_pmd(), which returns before it; a
+ * folio mapped by finish_fault(); a shmem fault; a copy on write) when the
+ * fault has ended, with the VMA read here, while the fault holds it.
  */
-__noinline int map_deferred_chunk(__u32 i, __u32 second)
+static __always_inline void page_access_rss(struct mm_struct *mm)
+{
+	struct thread_access *ta = thread_access(false);
+
+	if (!ta || ta->fault_state == FAULT_NONE || (__u64)mm != current_mm())
+		return;	/* no fault of the thread's, or one in another address space */
+	fault_vma(ta);	/* none found: resolve_fault_end() counts it lost */
+	ta->fault_flags |= FAULT_MAPPED_FILE;
+}
+
+/*
+ * The thread's ended fault, if it mapped a file's pages that no
+ * mm_filemap_map_pages showed (FAULT_MAPPED_FILE): its page, if no filemap
+ * event counted it and the page tables map it, is its access; then the
+ * rest of its folio (finish_fault(), do_set_pmd()). A global function:
+ * verified once, in a frame of its own.
+ */
+__noinline int resolve_fault_end(void)
 {
 	struct thread_access *ta = thread_access(false);
 	struct address_space *mapping;
-	struct deferred_map *slot;
-	struct inode *inode;
-	__u64 shift, mapped;
+	struct chunk_walk *walk;
+	__u64 index;
 
-	if (!ta)
+	if (!ta || !(ta->fault_flags & FAULT_MAPPED_FILE))
 		return 0;
-	slot = &ta->deferred_maps[i & (DEFERRED_MAPS - 1)];
-	if (!slot->address || !slot->found)
+	ta->fault_flags &= ~FAULT_MAPPED_FILE;
+	if (ta->vma_mm != current_mm() || !vma_holds(ta, ta->fault_address)) {
+		on_fault_lost();	/* its VMA was not found during the fault */
 		return 0;
-	/* The range's bits, from its first page on, into the chunk's own. */
-	shift = slot->start & (CHUNK_PAGES - 1);
-	if (!second)
-		mapped = slot->mapped << shift;
-	else
-		mapped = shift ? slot->mapped >> (CHUNK_PAGES - shift) : 0;
-	if (!mapped)
+	}
+	if (!ta->vma_mapping)
+		return 0;	/* an anonymous VMA */
+	mapping = (struct address_space *)ta->vma_mapping;
+	index = vma_page_index(ta, ta->fault_address);
+	walk = fault_walk_room_take();
+	if (!walk) {	/* nested on this CPU */
+		on_fault_lost();
 		return 0;
-	mapping = (struct address_space *)slot->mapping;
-	inode = BPF_CORE_READ(mapping, host);
-	file_id_of(inode, &slot->key.file);
-	slot->key.chunk = (slot->start >> CHUNK_SHIFT) + (second & 1);
-	map_chunk_from_ptes(inode, &slot->key, mapped, slot->index, slot->account);
+	}
+	start_walk(walk, mapping, OP_FAULT, index, index);
+	if (ta->fault_state == FAULT_STARTED && user_page_mapped(ta->fault_address)) {
+		walk_chunks(walk);
+		ta->fault_state = FAULT_RESOLVED;
+		ta->fault_mapping = (__u64)mapping;
+		ta->fault_index = index;
+	}
+	if (ta->fault_state == FAULT_RESOLVED && ta->fault_mapping == (__u64)mapping &&
+	    ta->fault_index == index) {
+		walk->fault_index = index;
+		map_folio_part(walk, ta, index, 0, ~0ULL);
+	}
+	fault_walk_room_give(walk);
 	return 0;
 }
 
-/* Deferred fault-around @i, if its VMA is found now; its slot is then freed. */
-static __always_inline void resolve_deferred_map(struct thread_access *ta, __u32 i)
-{
-	struct deferred_map *slot = &ta->deferred_maps[i & (DEFERRED_MAPS - 1)];
-
-	find_deferred_slot(i);
-	if (!slot->address || !slot->found)
-		return;
-	map_deferred_chunk(i, 0);
-	map_deferred_chunk(i, 1);
-	if (ta->fault_state == FAULT_DEFERRED && ta->fault_address == slot->address)
-		ta->fault_state = FAULT_NONE;	/* nothing left of it to resolve */
-	slot->address = 0;
-	slot->found = 0;
-	ta->nr_deferred_maps--;
-}
-
-/* In slot order: each is one fault's, and the page tables, not the order, tell what it mapped. */
-static __always_inline void resolve_deferred_maps(struct thread_access *ta)
-{
-	for (int i = 0; i < DEFERRED_MAPS; i++)
-		if (ta->deferred_maps[i].address)
-			resolve_deferred_map(ta, i);
-}
-
-static __always_inline void resolve_silent_fault(struct thread_access *ta)
-{
-	if (ta->nr_deferred_maps)
-		resolve_deferred_maps(ta);
-	if (ta->fault_folio_check && ta->fault_state == FAULT_RESOLVED)
-		map_fault_folio();
-	if (ta->fault_state != FAULT_STARTED || !ta->fault_address)
-		return;
-	ta->fault_state = FAULT_NONE;
-	resolve_silent(ta->fault_address);
-}
-
-/*
- * sys_enter of a traced thread: its last fault has ended, so a silent one
- * is resolved here, with interrupts on; first the faults deferred as busy.
- * Then a call that may map a file is counted: the faults before it were
- * resolved against the VMAs before it.
- */
-static __always_inline void page_access_syscall_starts(long id)
+/* raw_syscalls:sys_enter of a traced thread: its last fault has ended. */
+static __always_inline void page_access_syscall_starts(void)
 {
 	struct thread_access *ta = thread_access(false);
 
-	for (int i = 0; ta && i < DEFERRED_SILENT; i++) {
-		__u64 deferred = ta->deferred_addresses[i];
-
-		if (deferred) {
-			ta->deferred_addresses[i] = 0;
-			resolve_silent(deferred);
-		}
-	}
-	if (ta)
-		resolve_silent_fault(ta);
-	if (may_map_a_file(id)) {
-		__u64 calls = __sync_fetch_and_add(&mapping_calls, 1) + 1;
-
-		if (ta)
-			ta->mmap_calls = calls;
-	}
+	if (!ta)
+		return;
+	if (ta->fault_flags & FAULT_MAPPED_FILE)
+		resolve_fault_end();
+	ta->fault_state = FAULT_NONE;
+	ta->fault_mapping = 0;
 }
 
 /*
  * task->pagefault_disabled as a fault's tracepoint sees it when the kernel
- * will handle the fault: a user-mode fault always is one. Kernels count
- * their own pagefault_disable() around tracepoints in it or not (this
- * VM's 6.18: 1), so it is learnt from user-mode faults, not assumed; -1
- * until the first.
+ * will handle the fault, learnt from user-mode faults (always handled;
+ * kernels count their own pagefault_disable() around tracepoints or not);
+ * -1 until the first. A kernel-mode fault beyond that depth
+ * (faulthandler_disabled(): a nofault read, user_page_mapped()'s, this
+ * tool's or another's beside it) maps nothing and must not replace the
+ * thread's fault in progress.
  */
 int handled_fault_depth = -1;
 
-/*
- * A kernel-mode fault taken with page faults disabled beyond that depth
- * (do_user_addr_fault() gives up on it: faulthandler_disabled()) maps
- * nothing and is no access of the thread's: bpf_probe_read_user() of
- * user_page_mapped(), of another tool beside this one (cachestat beside
- * cachetop, each with a map_pages program of its own), or the kernel's own
- * nofault reads. Taken for the thread's fault, it replaced the fault in
- * progress (tests/cachefuzz.py, seeds 6, 602, 703 and 731, cachestat
- * beside cachetop).
- */
 static __always_inline bool fault_will_be_handled(bool user_mode)
 {
 	__s32 depth = BPF_CORE_READ(current_task(), pagefault_disabled);
@@ -486,8 +250,12 @@ static __always_inline bool fault_will_be_handled(bool user_mode)
 	return handled_fault_depth < 0 || depth <= handled_fault_depth;
 }
 
-/* exceptions:page_fault_user/kernel: a new fault starts. */
-static __always_inline void page_access_fault_start(__u64 address, bool user_mode)
+/*
+ * exceptions:page_fault_user/kernel (or, on arm64, kprobe/handle_mm_fault,
+ * which gives the locked @vma): a new fault starts.
+ */
+static __always_inline void page_access_fault_start(__u64 address, bool user_mode,
+						    struct vm_area_struct *vma)
 {
 	struct thread_access *ta;
 
@@ -496,11 +264,14 @@ static __always_inline void page_access_fault_start(__u64 address, bool user_mod
 	ta = thread_access(true);
 	if (!ta)
 		return;
-	resolve_silent_fault(ta);
-	ta->fault_address = address;
-	ta->fault_state = FAULT_STARTED;
-	ta->fault_expects_read = 0;
-	ta->fault_folio_check = 0;
+	if (ta->fault_flags & FAULT_MAPPED_FILE)
+		resolve_fault_end();
+	ta->fault_address = address & -(1ULL << page_shift);
+	/* A fault on a kernel address (the top half, x86-64 and arm64) maps no file page. */
+	ta->fault_state = (__s64)address < 0 ? FAULT_NONE : FAULT_STARTED;
+	ta->fault_flags = 0;
+	if (vma)
+		keep_fault_vma(ta, vma);
 }
 
 /*
@@ -548,12 +319,12 @@ static __always_inline void page_access_read_from_storage(struct inode *inode, _
 	walk.last = first + nr_pages - 1;
 	walk.skip_index = (__u64)-1;
 	ta = thread_access(false);
-	if (ta && ta->fault_expects_read && ta->fault_mapping &&
+	if (ta && (ta->fault_flags & FAULT_EXPECTS_READ) && ta->fault_mapping &&
 	    (fault_mapping = (struct address_space *)ta->fault_mapping) &&
 	    BPF_CORE_READ(fault_mapping, host) == inode &&
 	    ta->fault_index >= walk.first && ta->fault_index <= walk.last) {
 		walk.skip_index = ta->fault_index;
-		ta->fault_expects_read = 0;
+		ta->fault_flags &= ~FAULT_EXPECTS_READ;
 	}
 	chunks = (walk.last >> CHUNK_SHIFT) - (walk.first >> CHUNK_SHIFT) + 1;
 	if (chunks == 1) {
@@ -566,21 +337,16 @@ static __always_inline void page_access_read_from_storage(struct inode *inode, _
 }
 
 /*
- * sched_process_exit, in the exiting thread: a fault-around still waiting
- * for its VMA is lost (a thread killed before its next system call, or
- * busy at its last). Task storage goes with its task, a hash entry does
- * not.
+ * sched_process_exit, in the exiting thread, whose memory is gone: a fault
+ * left to resolve (a thread killed right after it) is lost. Task storage
+ * goes with its task, a hash entry does not.
  */
 static __always_inline void page_access_exit(__u32 tid)
 {
 	struct thread_access *ta = thread_access(false);
 
-	for (int i = 0; ta && i < DEFERRED_MAPS; i++)
-		if (ta->deferred_maps[i].address)
-			on_fault_lost();
-	for (int i = 0; ta && i < DEFERRED_SILENT; i++)
-		if (ta->deferred_addresses[i] & SILENT_SERVED)
-			on_fault_lost();
+	if (ta && (ta->fault_flags & FAULT_MAPPED_FILE))
+		on_fault_lost();
 	thread_storage_forget(&thread_accesses, tid);
 }
 

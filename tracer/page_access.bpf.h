@@ -13,19 +13,17 @@
  *   hit     every other access.
  *
  * State per page lives in page_states, one entry per 64 pages of a file
- * (struct page_chunk), so that a program re-reading a cached file costs no
- * record and no memory beyond the first pass. A full map is reported through
+ * (struct page_chunk): a program re-reading a cached file costs no record
+ * and no memory beyond the first pass. A full map is reported through
  * on_state_full(), never dropped silently.
  *
- * The map_pages tracepoint gives only the range fault-around tried. Which
- * page faulted comes from exceptions:page_fault_user/kernel (the address)
- * and its VMA (its file page: vma_lookup.bpf.h); which pages it really
- * mapped comes from the page cache itself, read the way filemap_map_pages()
- * does (present, uptodate, unlocked, no readahead mark).
+ * Which page faulted comes from the fault's address and its VMA, and which
+ * pages a fault mapped from the faulting thread's page tables, both read
+ * during the fault (docs/fault-path.md).
  *
  * The includer defines five hooks (declared below) and calls the
- * page_access_*() entry points from its tracepoint programs, after its own
- * filter (traced tasks).
+ * page_access_*() entry points from its programs, after its own filter
+ * (traced tasks).
  */
 #ifndef PAGETRACE_PAGE_ACCESS_BPF_H
 #define PAGETRACE_PAGE_ACCESS_BPF_H
@@ -37,20 +35,11 @@
 #include "core_fixes.bpf.h"
 #include "thread_storage.bpf.h"
 #include "scratch.bpf.h"
-#include "process_vmas.bpf.h"
 
 const volatile __u32 page_shift = 12;
-/*
- * cachestat/cachetop: tell hits from misses. Needs the pending bits (set by
- * reads from storage) and a look at the page cache on every read call.
- * trace --used needs only first accesses and mapped pages.
- */
+/* cachestat/cachetop: tell hits from misses (pending bits, the cache at every read call). */
 const volatile bool count_hits = false;
-/*
- * Kernels before v5.17 "bpf: Add bpf_loop helper" have no bpf_loop; user
- * space probes for it. The walks here need it (unrolled, they are too many
- * states for the verifier): user space refuses page accesses without it.
- */
+/* v5.17 "bpf: Add bpf_loop helper": the walks here need it; user space refuses them without. */
 const volatile bool use_bpf_loop = true;
 
 /* Chunks of one range walked with bpf_loop: 2^16 * 64 pages, 16 GiB. */
@@ -64,64 +53,32 @@ struct {
 	__type(value, struct page_chunk);
 } page_states SEC(".maps");
 
-/* FAULT_DEFERRED: its fault-around waits for its VMA (defer_map()), and is resolved with it. */
-enum fault_state { FAULT_NONE, FAULT_STARTED, FAULT_RESOLVED, FAULT_DEFERRED };
+/* FAULT_RESOLVED: the fault's page is counted (fault_mapping, fault_index). */
+enum fault_state { FAULT_NONE, FAULT_STARTED, FAULT_RESOLVED };
 
-/* A fault-around whose VMA lookup failed (defer_map()). */
-struct deferred_map {
-	__u64 address;		/* its fault's; 0: a free slot */
-	__u64 mapping, start, end;
-	__u64 account;		/* its fault's page is the fault's access (not filemap_fault's) */
-	__u64 found;		/* its VMA found: index and mapped are set */
-	__u64 index;		/* its fault's page */
-	__u64 mapped;		/* of its pages, from start on, those the page tables map */
-	/* Scratch of the functions that resolve it, off the stack (512 bytes before v6.13). */
-	struct page_chunk_key key;
-	__u64 byte_read;
-};
+/* thread_access.fault_flags */
+#define FAULT_EXPECTS_READ	1	/* its page was absent: the read that follows is its miss */
+#define FAULT_MAPPED_FILE	2	/* it changed the file pages mapped (kmem:rss_stat) */
 
-#define DEFERRED_MAPS	32
-/*
- * Silent faults and filemap_fault()-served folios kept for the next system
- * call (defer_silent()). Sixteen: a random script's step touches up to 8
- * pages with no system call between them (tests/cachefuzz.py); with eight,
- * 5 were counted lost in one batch of 100 scripts on 7.3.
- */
-#define DEFERRED_SILENT	16
-
-/* What one thread is doing: its read call and its page fault in progress. */
+/* What one thread is doing: its read call, its page fault, and that fault's VMA. */
 struct thread_access {
 	__u64 call_mapping;	/* latest mm_filemap_get_pages of a read call */
 	__u64 call_last;	/* its last page as asked, before clamping */
 	__u64 call_index;	/* its first page */
 	__u64 call_counted;	/* pages of the call below this are counted */
-	__u64 call_in_syscall;	/* the call is a read system call seen at its entry */
 	__u64 syscall_mapping;	/* a read system call's file, until its first batch */
 	__u64 syscall_first;	/* its first page */
 	__u64 syscall_last;	/* its last page, as mm_filemap_get_pages will give it */
-	__u64 fault_address;	/* set at page_fault_user/kernel */
-	__u64 fault_mapping;	/* once resolved: the page the fault accessed */
-	__u64 fault_index;
+	__u32 call_in_syscall;	/* the call is a read system call seen at its entry */
 	__u32 fault_state;	/* enum fault_state */
-	__u32 fault_expects_read; /* that page was absent: its read is this miss */
-	__u64 anon_start;	/* the last anonymous VMA a silent fault was in */
-	__u64 anon_end;
-	__u64 anon_mapping_calls; /* mapping_calls when it was looked up (see there) */
-	__u64 lookup_mapping_calls; /* resolve_silent()'s, off the stack */
-	/* Silent faults whose VMA was busy at the next fault (resolve_silent()); 0: free. */
-	__u64 deferred_addresses[DEFERRED_SILENT];
-	struct page_chunk_key silent_key; /* resolve_silent()'s, off the stack */
-	__u32 fault_folio_check; /* filemap_fault served it: its folio may be mapped whole */
-	__u64 vma_mapping;	/* the last file VMA a lookup found, or mmap made */
+	__u64 fault_address;	/* its page, set at page_fault_user/kernel */
+	__u64 fault_mapping;	/* FAULT_RESOLVED: the page the fault accessed */
+	__u64 fault_index;
+	__u32 fault_flags;	/* FAULT_* */
+	__u32 vma_seq;		/* mm->mm_lock_seq when the VMA was read */
+	__u64 vma_mm;		/* the VMA's address space; 0: none read */
 	__u64 vma_start, vma_end, vma_pgoff;
-	__u64 vma_calls;	/* mapping_calls for which it is known current, else NO_CALLS */
-	__u64 vma_lookup_calls;	/* mapping_calls when the lookup in progress began (off the stack) */
-	__u64 mmap_calls;	/* mapping_calls counting the thread's call in progress */
-	__u64 mmap_mapping;	/* an mmap of a file in progress (page_access_mmap_starts()) */
-	__u64 mmap_pgoff, mmap_bytes;
-	struct deferred_map deferred_maps[DEFERRED_MAPS]; /* see defer_map() */
-	__u32 nr_deferred_maps;
-	__u32 deferred_slot;	/* FAULT_DEFERRED: the fault's slot */
+	__u64 vma_mapping;	/* its file's; 0: an anonymous VMA */
 };
 
 /* Task-local storage: no hashing on the fault path, freed with the thread. */
@@ -152,7 +109,7 @@ static __always_inline void on_map(struct inode *inode, const struct page_chunk_
 				   __u64 new_mask);
 static __always_inline void on_state_full(void);
 static __always_inline void on_walk_cut_short(void);
-/* A fault whose page could not be told: its VMA was never found (mmap lock busy). */
+/* What a fault accessed or mapped could not be read (docs/fault-path.md). */
 static __always_inline void on_fault_lost(void);
 
 static __always_inline void file_id_of(struct inode *inode, struct file_id *id)
@@ -202,12 +159,10 @@ static __always_inline __u64 range_mask(__u64 chunk, __u64 first, __u64 last)
 	return upper & ~((1ULL << lo) - 1);
 }
 
-
 /* The parts, in this order: each uses what the ones before define. */
 #include "page_cache_walk.bpf.h"
 #include "read_calls.bpf.h"
 #include "vma_lookup.bpf.h"
-#include "fault_around.bpf.h"
 #include "fault_state.bpf.h"
 
 #endif /* PAGETRACE_PAGE_ACCESS_BPF_H */

@@ -1,19 +1,34 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Part of page_access.bpf.h (included by it only, after its state and hooks):
- * the page cache read as filemap_map_pages() reads it (xarray leaves, folios
- * present, uptodate, unlocked, no readahead mark), and the walk over the 64-page
+ * which pages the page cache holds (its xarray), which pages the current
+ * task's page tables map (ptes_mapped()), and the walk over the 64-page
  * chunks of page_states that every entry point shares (struct chunk_walk).
  *
  * Invariants: a chunk walk covers [first, last] of one mapping, one chunk of 64
  * pages at a time, at most MAX_CHUNKS (longer is on_walk_cut_short()); a page
- * is an access at most once per walk; a page's state changes only here.
+ * is an access at most once per walk; a page's state changes only here; a page
+ * is mapped only if the page tables map it when the walk reads them.
  */
 #ifndef PAGETRACE_PAGE_CACHE_WALK_BPF_H
 #define PAGETRACE_PAGE_CACHE_WALK_BPF_H
 
-/* ------------------------------------------------------------------ */
-/* The page cache, read as filemap_map_pages() reads it                */
+enum chunk_op { OP_READ_CALL, OP_FAULT, OP_MAP, OP_MAPPED_WHOLE };
+
+struct chunk_walk {
+	struct address_space *mapping;
+	struct inode *inode;
+	struct page_chunk_key key;
+	__u64 first, last;	/* pages, inclusive */
+	__u64 fault_index;	/* OP_MAP, OP_MAPPED_WHOLE: the faulting page, or -1 */
+	__u64 counted;		/* OP_READ_CALL with count_hits: next page to count */
+	__u64 vm_start, vm_pgoff; /* OP_MAP, OP_MAPPED_WHOLE: the faulting VMA */
+	__u64 entry_of, entry;	/* xa_chunk_entry() of chunk entry_of - 1 (0: none yet) */
+	__u32 op;
+	bool account_fault;	/* OP_MAP: the faulting page is this fault's access */
+	bool served;		/* OP_MAP: fault-around mapped the faulting page */
+	bool absent;		/* OP_FAULT: the page is not in the cache yet */
+};
 
 /* include/linux/xarray.h: entry encodings (stable since v4.20). */
 static __always_inline bool xa_entry_is_node(unsigned long e)
@@ -31,98 +46,48 @@ static __always_inline bool xa_entry_is_folio(unsigned long e)
 	return e && !(e & 3);	/* value (shadow) entries have bit 0 set */
 }
 
-/* next_uptodate_folio(): fault-around skips what is not uptodate, locked or marked for readahead. */
-static __always_inline bool folio_mappable(unsigned long folio)
+/*
+ * Which slots of @span of the leaf node @node hold a folio (a sibling slot
+ * is a page of the large folio whose first slot it names). A global
+ * function: verified once, whatever its callers.
+ */
+__noinline __u64 leaf_present(__u64 node, __u64 span)
 {
-	unsigned long word = page_flags_word((const void *)folio);
-	unsigned long uptodate = 1UL << bpf_core_enum_value(enum pageflags, PG_uptodate);
-	unsigned long locked = 1UL << bpf_core_enum_value(enum pageflags, PG_locked);
-	unsigned long readahead = 1UL << bpf_core_enum_value(enum pageflags, PG_readahead);
-
-	return (word & uptodate) && !(word & (locked | readahead));
-}
-
-struct chunk_cache {
-	__u64 present;		/* pages in the page cache */
-	__u64 mappable;		/* of the bits asked for, those fault-around maps */
-};
-
-struct leaf_scan {
-	struct xa_node *node;
-	struct xa_slots *buf;	/* slots lo..lo+n-1 of the node, from buf->slot[0] */
-	__u32 lo;
-	__u64 want;
-	struct chunk_cache *out;
-};
-
-/* One slot of a leaf node (a bpf_loop callback: 64 inlined slots are too many states). */
-static long scan_leaf_slot(__u32 i, struct leaf_scan *scan)
-{
-	__u32 slot = scan->lo + i;
-	__u64 index = i;
+	__u64 slots = node + bpf_core_field_offset(struct xa_node, slots), present = 0;
+	__u32 zero = 0, lo, n, head;
+	struct xa_slots *buf;
 	unsigned long e;
 
-	/* Keep the bound check and the access on one register, for the verifier. */
-	barrier_var(index);
-	if (index >= CHUNK_PAGES || slot >= CHUNK_PAGES)
-		return 1;
-	e = scan->buf->slot[index];
-	if (xa_entry_is_sibling(e)) {	/* a large folio: its first slot may lie before lo */
-		struct xa_node *node = scan->node;	/* ours: outside the CO-RE access below */
-
-		bpf_core_read(&e, sizeof(e), &node->slots[(e >> 2) & 63]);
-	}
-	if (!xa_entry_is_folio(e))
-		return 0;
-	scan->out->present |= 1ULL << slot;
-	if ((scan->want & (1ULL << slot)) && folio_mappable(e))
-		scan->out->mappable |= 1ULL << slot;
-	return 0;
-}
-
-/* Lowest set bit of @x (not 0), as an index. */
-static __always_inline __u32 lowest_bit(__u64 x)
-{
-	return fls64(x & -x) - 1;
-}
-
-/* A leaf node: one slot per page of the chunk; only the slots of @span are read. */
-static __always_inline void leaf_slots(struct xa_node *node, __u64 span, __u64 want,
-				       struct chunk_cache *out)
-{
-	__u32 zero = 0, lo, n;
-	struct leaf_scan scan = { .node = node, .want = want, .out = out };
-
 	if (!span)
-		return;
-	lo = lowest_bit(span);
+		return 0;
+	lo = fls64(span & -span) - 1;	/* the lowest set bit */
 	n = fls64(span) - lo;
-	if (lo > 63 || n < 1 || n > CHUNK_PAGES)
-		return;
-	scan.lo = lo;
-	scan.buf = bpf_map_lookup_elem(&xa_slot_buf, &zero);
-	if (!scan.buf || bpf_probe_read_kernel(scan.buf->slot, n * sizeof(__u64),
-					       (void *)node + bpf_core_field_offset(struct xa_node, slots) +
-					       lo * sizeof(__u64)))
-		return;
-	bpf_loop(n, scan_leaf_slot, &scan, 0);
+	buf = bpf_map_lookup_elem(&xa_slot_buf, &zero);
+	if (lo > 63 || n < 1 || n > CHUNK_PAGES || !buf ||
+	    bpf_probe_read_kernel(buf->slot, n * sizeof(__u64), (void *)(slots + lo * sizeof(__u64))))
+		return 0;
+	for (__u32 i = 0; i < CHUNK_PAGES && i < n; i++) {
+		e = buf->slot[i];
+		head = (e >> 2) & 63;
+		if (xa_entry_is_sibling(e) && head >= lo && head < lo + i)
+			e = buf->slot[(head - lo) & 63];
+		else if (xa_entry_is_sibling(e))	/* its first slot lies before @span */
+			bpf_probe_read_kernel(&e, sizeof(e), (void *)(slots + head * sizeof(__u64)));
+		if (xa_entry_is_folio(e))
+			present |= 1ULL << ((lo + i) & 63);
+	}
+	return present;
 }
 
 /* xa_chunk_entry()'s mark on a folio that covers page 0 only (folios are 64-byte aligned). */
 #define XA_ONLY_PAGE_0	4UL
 
 /*
- * Down an xarray, from its head @head, to chunk @chunk. XA_CHUNK_SIZE is 64, so a leaf
- * node covers exactly one chunk. Returns the entry that covers the chunk:
- * the leaf node's (an xarray node entry), a folio of 64 pages or more from
- * above, the one small folio that a tree without nodes holds at index 0
- * (marked XA_ONLY_PAGE_0), or 0.
- *
- * A global function: the verifier checks it once per program, whatever
- * its callers, instead of its eight levels at each inlined call (most of
- * the instructions of the map_pages programs; docs/fault-path.md, "Budget").
- * Its arguments are scalars, as kernels before v5.12 require (a tp_btf
- * program's typed pointer is not one: the caller reads the head).
+ * Down an xarray, from its head @head, to chunk @chunk (XA_CHUNK_SIZE is 64:
+ * a leaf node covers one chunk). Returns the entry that covers the chunk:
+ * the leaf node's, a folio of 64 pages or more from above, the one small
+ * folio of a tree without nodes (XA_ONLY_PAGE_0), or 0. A global function;
+ * its arguments are scalars (kernels before v5.12 take no pointer).
  */
 __noinline __u64 xa_chunk_entry(__u64 head, __u64 chunk)
 {
@@ -139,10 +104,7 @@ __noinline __u64 xa_chunk_entry(__u64 head, __u64 chunk)
 		/*
 		 * Beyond the tree first, then the leaf: a root that is itself
 		 * a leaf (shift 0, a file cached only below page 64) covers
-		 * chunk 0 alone. Tested the other way round, chunk N > 0 read
-		 * chunk 0's slots, and a fault on a cold page 64 * N + k
-		 * counted a hit when page k was cached (issue 20: pages 3 and
-		 * 1795 gave 1 hit and 1 miss).
+		 * chunk 0 alone, and must not answer for another chunk.
 		 */
 		if (shift >= 64 || (level == 0 && (index >> shift) > 63))
 			return 0;	/* beyond the tree */
@@ -158,91 +120,54 @@ __noinline __u64 xa_chunk_entry(__u64 head, __u64 chunk)
 	return 0;
 }
 
-/*
- * Chunk @chunk's leaf node, or NULL with *entry the folio that covers the
- * chunk from above (or 0), or with *only_page_0 set, the one small folio of
- * a tree without nodes (see xa_chunk_entry()).
- */
-static __always_inline struct xa_node *chunk_leaf(struct address_space *mapping, __u64 chunk,
-						  unsigned long *entry, bool *only_page_0)
+/* xa_chunk_entry() of @chunk of the walk's mapping, read once a walk. */
+static __always_inline __u64 chunk_entry(struct chunk_walk *walk, __u64 chunk)
 {
-	__u64 e = xa_chunk_entry((__u64)BPF_CORE_READ(mapping, i_pages.xa_head), chunk);
-
-	*only_page_0 = e & XA_ONLY_PAGE_0;
-	*entry = e & ~XA_ONLY_PAGE_0;
-	return xa_entry_is_node(*entry) ? (struct xa_node *)(*entry - 2) : NULL;
-}
-
-/*
- * Which pages of @chunk (of those in @span) are in @mapping's page cache,
- * and which of @want fault-around would map.
- */
-static __always_inline void chunk_in_cache(struct address_space *mapping, __u64 chunk,
-					   __u64 span, __u64 want, struct chunk_cache *out)
-{
-	unsigned long entry;
-	bool only_page_0;
-	struct xa_node *leaf = chunk_leaf(mapping, chunk, &entry, &only_page_0);
-	__u64 covered = only_page_0 ? 1 : ~0ULL;
-
-	out->present = out->mappable = 0;
-	if (leaf) {
-		leaf_slots(leaf, span, want, out);
-		return;
+	if (walk->entry_of != chunk + 1) {
+		walk->entry = xa_chunk_entry((__u64)BPF_CORE_READ(walk->mapping, i_pages.xa_head),
+					     chunk);
+		walk->entry_of = chunk + 1;
 	}
-	if (!xa_entry_is_folio(entry))
-		return;
-	out->present = covered;
-	if ((want & covered) && folio_mappable(entry))
-		out->mappable = want & covered;
+	return walk->entry;
 }
 
-/* The folio at page @index of @mapping, or 0. */
-static __always_inline unsigned long folio_at(struct address_space *mapping, __u64 index)
+/* Which pages of @chunk (of those in @span) are in the walk's mapping's page cache. */
+static __always_inline __u64 cache_present(struct chunk_walk *walk, __u64 chunk, __u64 span)
 {
-	unsigned long entry;
-	bool only_page_0;
-	struct xa_node *leaf = chunk_leaf(mapping, index >> CHUNK_SHIFT, &entry, &only_page_0);
+	__u64 e = chunk_entry(walk, chunk);
 
-	if (leaf) {
-		bpf_core_read(&entry, sizeof(entry), &leaf->slots[index & (CHUNK_PAGES - 1)]);
-		if (xa_entry_is_sibling(entry))
-			bpf_core_read(&entry, sizeof(entry), &leaf->slots[(entry >> 2) & 63]);
-	} else if (only_page_0 && index) {
-		entry = 0;
+	if (xa_entry_is_node(e))
+		return leaf_present(e - 2, span);
+	if (!xa_entry_is_folio(e & ~XA_ONLY_PAGE_0))
+		return 0;
+	return e & XA_ONLY_PAGE_0 ? 1 : ~0ULL;
+}
+
+/* Slot @slot of the leaf node whose entry is @e. */
+static __always_inline unsigned long leaf_slot(__u64 e, __u64 slot)
+{
+	unsigned long s = 0;
+
+	bpf_probe_read_kernel(&s, sizeof(s), (void *)(e - 2 + bpf_core_field_offset(struct xa_node,
+		slots) + (slot & (CHUNK_PAGES - 1)) * sizeof(__u64)));
+	return s;
+}
+
+/* The folio at page @index of the walk's mapping, or 0. */
+static __always_inline unsigned long folio_at(struct chunk_walk *walk, __u64 index)
+{
+	__u64 leaf = chunk_entry(walk, index >> CHUNK_SHIFT), e = leaf;
+
+	if (xa_entry_is_node(leaf)) {
+		e = leaf_slot(leaf, index);
+		if (xa_entry_is_sibling(e))
+			e = leaf_slot(leaf, e >> 2);
+	} else if ((e & XA_ONLY_PAGE_0) && index) {
+		return 0;
 	}
-	return xa_entry_is_folio(entry) ? entry : 0;
+	e &= ~XA_ONLY_PAGE_0;
+	return xa_entry_is_folio(e) ? e : 0;
 }
-
-/* Is page @index of @mapping in the page cache (uptodate or not)? */
-static __always_inline bool page_in_cache(struct address_space *mapping, __u64 index)
-{
-	__u64 bit = 1ULL << (index & (CHUNK_PAGES - 1));
-	struct chunk_cache cache;
-
-	chunk_in_cache(mapping, index >> CHUNK_SHIFT, bit, 0, &cache);
-	return cache.present & bit;
-}
-
-/* ------------------------------------------------------------------ */
-/* Walks over the chunks of a range                                    */
-
-enum chunk_op { OP_READ_CALL, OP_FAULT, OP_MAP, OP_MAPPED_WHOLE };
-
-struct chunk_walk {
-	struct address_space *mapping;
-	struct inode *inode;
-	struct page_chunk_key key;
-	__u64 first, last;	/* pages, inclusive */
-	__u64 fault_index;	/* OP_MAP: the faulting page, or -1 */
-	__u64 counted;		/* OP_READ_CALL with count_hits: next page to count */
-	__u32 op;
-	__u32 how;
-	bool account_fault;	/* OP_MAP: the faulting page is this fault's access */
-	bool served;		/* OP_MAP: fault-around mapped the faulting page */
-	bool absent;		/* OP_FAULT: the page is not in the cache yet */
-	__u64 vm_start, vm_pgoff; /* OP_MAPPED_WHOLE: the faulting VMA */
-};
 
 static __always_inline struct page_chunk *chunk_state(struct page_chunk_key *key, bool create)
 {
@@ -287,7 +212,6 @@ static __always_inline __u64 mark_accessed(struct page_chunk *state, __u64 mask,
 static __always_inline int chunk_read_call(struct chunk_walk *walk, __u64 mask)
 {
 	struct page_chunk *state;
-	struct chunk_cache cache;
 	__u32 hits = 0, misses = 0;
 	__u64 first, run;
 	__u64 lo = walk->counted > (walk->key.chunk << CHUNK_SHIFT) ?
@@ -297,20 +221,14 @@ static __always_inline int chunk_read_call(struct chunk_walk *walk, __u64 mask)
 	if (count_hits) {
 		if (lo > 63)
 			return 0;
-		chunk_in_cache(walk->mapping, walk->key.chunk, mask, 0, &cache);
-		run = cache.present >> lo;
+		run = cache_present(walk, walk->key.chunk, mask) >> lo;
 		run = (run & ~(run + 1)) << lo;	/* consecutive present pages from lo */
 		stop = (run & mask) != (mask & ~((1ULL << lo) - 1));
 		mask &= run;
 		if (mask)
 			walk->counted = (walk->key.chunk << CHUNK_SHIFT) + fls64(mask);
 	}
-	/*
-	 * The cache tools too keep every accessed page: chunk_map() counts a
-	 * page as mapped only if it was not accessed, and a hit left out of
-	 * page_states (no state created for it) was later counted as mapped
-	 * when fault-around reached it (issue 20, tests/cachefuzz.py).
-	 */
+	/* The cache tools too keep every accessed page: one is never mapped after. */
 	state = chunk_state(&walk->key, mask != 0);
 	first = mark_accessed(state, mask, &hits, &misses);
 	if (mask && (first || count_hits))
@@ -321,14 +239,11 @@ static __always_inline int chunk_read_call(struct chunk_walk *walk, __u64 mask)
 static __always_inline int chunk_fault(struct chunk_walk *walk, __u64 mask)
 {
 	struct page_chunk *state;
-	struct chunk_cache cache;
 	__u32 hits = 0, misses = 0;
 	__u64 first;
 
-	if (count_hits) {
-		chunk_in_cache(walk->mapping, walk->key.chunk, mask, 0, &cache);
-		walk->absent = !(cache.present & mask);
-	}
+	if (count_hits)
+		walk->absent = !(cache_present(walk, walk->key.chunk, mask) & mask);
 	state = chunk_state(&walk->key, true);	/* see chunk_read_call() */
 	first = mark_accessed(state, mask, &hits, &misses);
 	if (walk->absent && !misses)
@@ -337,55 +252,11 @@ static __always_inline int chunk_fault(struct chunk_walk *walk, __u64 mask)
 	return 1;
 }
 
-static __always_inline int chunk_map(struct chunk_walk *walk, __u64 mask)
-{
-	__u64 base = walk->key.chunk << CHUNK_SHIFT, fault_bit = 0, candidates, new_map, want = mask;
-	struct page_chunk *state;
-	struct chunk_cache cache;
-	__u32 hits = 0, misses = 0;
-	__u64 first;
-
-	if (walk->fault_index >= base && walk->fault_index < base + CHUNK_PAGES)
-		fault_bit = 1ULL << (walk->fault_index - base);
-	state = chunk_state(&walk->key, false);
-	if (state && !count_hits) {
-		/* trace: pages already recorded need no look at the cache. */
-		if (walk->account_fault && (state->accessed & fault_bit))
-			walk->served = true;
-		/*
-		 * Not the faulting page when it is only mapped: mapped in
-		 * another process's page tables, its fault here is an access
-		 * that fault-around serves (issue 20, tests/cachefuzz.py).
-		 */
-		want &= ~(state->accessed | (state->mapped & ~fault_bit));
-	}
-	if (!want)
-		return 0;
-	chunk_in_cache(walk->mapping, walk->key.chunk, want, want, &cache);
-	candidates = cache.mappable & ~fault_bit;
-	if (!state)
-		/* A fault served here is an access: kept by the cache tools too. */
-		state = chunk_state(&walk->key, candidates || (cache.mappable & fault_bit));
-	if (walk->account_fault && (cache.mappable & fault_bit)) {
-		walk->served = true;
-		first = mark_accessed(state, fault_bit, &hits, &misses);
-		on_access(walk->inode, &walk->key, first, hits, misses, ACCESS_BY_FAULT);
-	}
-	if (!state)
-		return 0;
-	new_map = candidates & ~state->accessed & ~state->mapped;
-	state->mapped |= new_map;
-	if (new_map)
-		on_map(walk->inode, &walk->key, new_map);
-	return 0;
-}
-
 /*
  * Is @addr mapped in the current task's page tables? bpf_probe_read_user()
  * reads with page faults disabled (copy_from_user_nofault()): it succeeds
- * only where a present entry maps the page, and reads what the MMU reads, on
- * any architecture. Its failed read is a fault that the kernel does not
- * handle, which page_access_fault_start() leaves alone.
+ * only through a present entry, on any architecture. A failed read is a
+ * fault the kernel does not handle, which page_access_fault_start() ignores.
  */
 static __always_inline bool user_page_mapped(__u64 addr)
 {
@@ -395,28 +266,67 @@ static __always_inline bool user_page_mapped(__u64 addr)
 }
 
 /*
- * Pages of a large folio beyond the fault-around range (see
- * page_access_map_whole_folios()): the kernel maps a folio whole or not at
- * all, so one page not known as accessed or mapped tells for the chunk's
- * others; its page-table entry is looked at, not guessed.
+ * Of the pages @bits of a chunk whose first page would lie at @page0, those
+ * the current task's page tables map. A global function: verified once.
  */
-static __always_inline int chunk_mapped_whole(struct chunk_walk *walk, __u64 mask)
+__noinline __u64 ptes_mapped(__u64 page0, __u64 bits)
 {
-	struct page_chunk *state = chunk_state(&walk->key, false);
-	__u64 base = walk->key.chunk << CHUNK_SHIFT, candidates = mask, page;
+	__u64 mapped = 0;
 
-	if (state)
-		candidates &= ~(state->accessed | state->mapped);
-	if (!candidates)
+	for (__u32 i = 0; i < CHUNK_PAGES; i++) {
+		if (!(bits >> i))
+			break;
+		if (((bits >> i) & 1) && user_page_mapped(page0 + ((__u64)i << page_shift)))
+			mapped |= 1ULL << i;
+	}
+	return mapped;
+}
+
+/*
+ * The pages of this chunk the fault mapped, of those no access or map
+ * accounts for yet: OP_MAP (fault-around's range), those the page cache
+ * holds and the faulting VMA's page tables map now (a page the cache lacks
+ * is mapped by no page table, and reading an unmapped one costs a page
+ * fault); OP_MAPPED_WHOLE (a large folio's pages beyond what the fault
+ * surely mapped: the kernel maps a folio whole or not at all), all of them
+ * if the page tables map one. The faulting page among them is the fault's
+ * access when the walk accounts for it; the others are mapped.
+ */
+static __always_inline int chunk_map(struct chunk_walk *walk, __u64 mask)
+{
+	__u64 base = walk->key.chunk << CHUNK_SHIFT, fault_bit = 0, known = 0, accessed = 0;
+	__u64 address = walk->vm_start + ((base - walk->vm_pgoff) << page_shift);	/* of base */
+	__u64 want, mapped, new_map, first;
+	struct page_chunk *state = chunk_state(&walk->key, false);
+	__u32 hits = 0, misses = 0;
+
+	if (walk->fault_index - base < CHUNK_PAGES)
+		fault_bit = 1ULL << (walk->fault_index - base);
+	if (state) {
+		accessed = state->accessed;
+		known = accessed | state->mapped;
+	}
+	want = mask & ~known & ~fault_bit;
+	/* trace records a first access only; the cache tools count every one. */
+	if (walk->account_fault && (count_hits || !(accessed & fault_bit)))
+		want |= mask & fault_bit;
+	if (!want)
 		return 0;
-	page = base + lowest_bit(candidates);
-	if (!user_page_mapped(walk->vm_start + ((page - walk->vm_pgoff) << page_shift)))
-		return 1;	/* not mapped whole */
-	state = state ?: chunk_state(&walk->key, true);
-	if (!state)
-		return 1;
-	state->mapped |= candidates;
-	on_map(walk->inode, &walk->key, candidates);
+	if (walk->op == OP_MAPPED_WHOLE)
+		mapped = ptes_mapped(address, want & -want) ? want : 0;
+	else
+		mapped = ptes_mapped(address, cache_present(walk, walk->key.chunk, want) & want);
+	if (!mapped || !(state = state ?: chunk_state(&walk->key, true)))
+		return walk->op == OP_MAPPED_WHOLE;	/* not mapped whole: no more chunks */
+	if (mapped & fault_bit) {
+		walk->served = true;
+		first = mark_accessed(state, fault_bit, &hits, &misses);
+		on_access(walk->inode, &walk->key, first, hits, misses, ACCESS_BY_FAULT);
+	}
+	new_map = mapped & ~fault_bit & ~state->accessed & ~state->mapped;
+	state->mapped |= new_map;
+	if (new_map)
+		on_map(walk->inode, &walk->key, new_map);
 	return 0;
 }
 
@@ -434,8 +344,6 @@ static __always_inline long walk_one_chunk(__u32 i, struct chunk_walk *walk)
 		return chunk_read_call(walk, mask);
 	case OP_FAULT:
 		return chunk_fault(walk, mask);
-	case OP_MAPPED_WHOLE:
-		return chunk_mapped_whole(walk, mask);
 	default:
 		return chunk_map(walk, mask);
 	}
@@ -475,6 +383,7 @@ static __always_inline void start_walk(struct chunk_walk *walk, struct address_s
 	walk->first = first;
 	walk->last = last;
 	walk->fault_index = (__u64)-1;
+	walk->entry_of = 0;
 }
 
 #endif /* PAGETRACE_PAGE_CACHE_WALK_BPF_H */

@@ -2,8 +2,9 @@
 /*
  * How the tracer tools define their programs: each tracepoint program twice,
  * from one line (TRACEPOINT_PROGRAMS), and the programs that trace --used
- * and the cache tools share: fault-around and the start of read system
- * calls (PAGE_ACCESS_PROGRAMS, to be used after traced_tasks.bpf.h and
+ * and the cache tools share: a fault's start, fault-around, what else a
+ * fault mapped of a file, and the start of system calls
+ * (PAGE_ACCESS_PROGRAMS, to be used after traced_tasks.bpf.h and
  * page_access.bpf.h are included).
  */
 #ifndef PAGETRACE_PROGRAMS_BPF_H
@@ -33,38 +34,44 @@ static __always_inline int handle_map_pages(struct address_space *mapping, __u64
 static __always_inline int handle_page_fault(unsigned long address, bool user_mode)
 {
 	if (current_is_traced())
-		page_access_fault_start(address, user_mode);
+		page_access_fault_start(address, user_mode, NULL);
 	return 0;
 }
 
 /*
- * A traced thread's system call: its last fault has ended (a silent one is
- * resolved, page_access_syscall_starts()); then the read family is looked
- * at.
+ * A traced thread's system call: its last fault has ended
+ * (page_access_syscall_starts()); then the read family is looked at.
  */
 static __always_inline int handle_sys_enter(struct pt_regs *regs, long id)
 {
 	if (!current_is_traced())
 		return 0;
-	page_access_syscall_starts(id);
-	page_access_mmap_starts(regs, id);
+	page_access_syscall_starts();
 	if (is_read_syscall(id))
 		page_access_read_syscall(regs, id);
 	return 0;
 }
 
-/* A traced thread's system call has ended: an mmap's VMA is known. */
-static __always_inline int handle_sys_exit(long ret)
+/*
+ * An address space's resident pages of a kind changed: only a file's
+ * (MM_FILEPAGES, MM_SHMEMPAGES) matter, told before anything else, since
+ * every fault and unmap on the machine fires it. The kernel's enum of them
+ * has no name (no CO-RE relocation); its order is unchanged since v4.5
+ * "mm, shmem: add internal shmem resident memory accounting" added the last.
+ */
+static __always_inline int handle_rss_stat(struct mm_struct *mm, int member)
 {
+	if (member != MM_FILEPAGES && member != MM_SHMEMPAGES)
+		return 0;
 	if (current_is_traced())
-		page_access_syscall_ends(ret);
+		page_access_rss(mm);
 	return 0;
 }
 
 /*
  * Which page faulted (page_fault_*), what fault-around mapped (map_pages),
- * where a read system call starts (sys_enter), and the VMA an mmap made
- * (sys_exit).
+ * what else a fault mapped of a file (rss_stat), where a read system call
+ * starts and where a fault has ended (sys_enter).
  */
 #define PAGE_ACCESS_PROGRAMS()							\
 	TRACEPOINT_PROGRAMS(map_pages, "mm_filemap_map_pages",				\
@@ -79,8 +86,8 @@ static __always_inline int handle_sys_exit(long ret)
 			    struct pt_regs *regs, unsigned long error_code)		\
 	TRACEPOINT_PROGRAMS(read_syscall, "sys_enter", handle_sys_enter(regs, id),	\
 			    struct pt_regs *regs, long id)					\
-	TRACEPOINT_PROGRAMS(syscall_exit, "sys_exit", handle_sys_exit(ret),		\
-			    struct pt_regs *regs, long ret)
+	TRACEPOINT_PROGRAMS(rss_stat, "rss_stat", handle_rss_stat(mm, member),		\
+			    struct mm_struct *mm, int member)
 
 
 /*

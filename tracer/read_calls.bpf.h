@@ -12,9 +12,6 @@
 #ifndef PAGETRACE_READ_CALLS_BPF_H
 #define PAGETRACE_READ_CALLS_BPF_H
 
-/* ------------------------------------------------------------------ */
-/* Entry points                                                        */
-
 /* filemap:mm_filemap_get_pages(mapping, index, last_index) */
 static __always_inline void page_access_read_call(struct address_space *mapping,
 						  __u64 index, __u64 last)
@@ -70,18 +67,13 @@ static __always_inline void page_access_read_call(struct address_space *mapping,
 	ta->call_in_syscall = syscall_start || (same_call && ta->call_in_syscall);
 }
 
-/* ------------------------------------------------------------------ */
-/* The read system calls: where a call starts                          */
-
 /*
- * filemap_get_pages() (mm/filemap.c) hands filemap_read() a batch without
- * firing mm_filemap_get_pages when the batch's last folio is not uptodate
- * yet (readahead I/O in flight): the err: label drops that folio and returns
- * the others (`if (likely(--fbatch->nr)) return 0;`), which the read copies.
- * The next batch's tracepoint starts after them. No tracepoint, kprobe or
- * fentry sees that copy here, but the call's start does: raw_syscalls:
- * sys_enter gives the file and the position of read, pread64, readv, preadv
- * and preadv2, and page_access_read_call() starts the call's walk there.
+ * filemap_get_pages() hands filemap_read() a batch without firing
+ * mm_filemap_get_pages when the batch's last folio is not uptodate yet: the
+ * err: label drops that folio and returns the others, which the read
+ * copies, and the next batch's tracepoint starts after them. The call's
+ * start tells (raw_syscalls:sys_enter: the file and position of read,
+ * pread64, readv, preadv, preadv2): page_access_read_call() starts there.
  */
 #if defined(__TARGET_ARCH_x86)
 enum { NR_READ = 0, NR_PREAD64 = 17, NR_READV = 19, NR_PREADV = 295, NR_PREADV2 = 327 };
@@ -91,56 +83,6 @@ enum { NR_READ = 63, NR_READV = 65, NR_PREAD64 = 67, NR_PREADV = 69, NR_PREADV2 
 #else
 enum { NR_READ = -1, NR_READV = -1, NR_PREAD64 = -1, NR_PREADV = -1, NR_PREADV2 = -1 };
 #endif
-
-/*
- * The calls that can put a file's mapping where an anonymous VMA was:
- * mmap, mremap, shmat, remap_file_pages, execve and execveat (munmap
- * alone cannot; the mmap after it can).
- */
-#if defined(__TARGET_ARCH_x86)
-enum { NR_MMAP = 9, NR_MREMAP = 25, NR_SHMAT = 30, NR_EXECVE = 59, NR_REMAP_FILE_PAGES = 216,
-       NR_EXECVEAT = 322 };
-#elif defined(__TARGET_ARCH_arm64) || defined(__TARGET_ARCH_riscv)
-enum { NR_SHMAT = 196, NR_MREMAP = 216, NR_EXECVE = 221, NR_MMAP = 222, NR_REMAP_FILE_PAGES = 234,
-       NR_EXECVEAT = 281 };
-#else
-enum { NR_MMAP = -1, NR_MREMAP = -1, NR_SHMAT = -1, NR_EXECVE = -1, NR_REMAP_FILE_PAGES = -1,
-       NR_EXECVEAT = -1 };
-#endif
-
-/* A system call's sixth argument at sys_enter (libbpf 1.1 names five); 0: unknown here. */
-#if defined(__TARGET_ARCH_x86)
-#define SYSCALL_ARG6(regs)	BPF_CORE_READ(regs, r9)
-#elif defined(__TARGET_ARCH_arm64)
-#define SYSCALL_ARG6(regs)	BPF_CORE_READ(regs, regs[5])
-#else
-#define SYSCALL_ARG6(regs)	0
-#define SYSCALL_ARG6_UNKNOWN
-#endif
-
-static __always_inline bool may_map_a_file(long id)
-{
-	if (NR_MMAP < 0)
-		return true;	/* numbers unknown: every call may */
-	return id == NR_MMAP || id == NR_MREMAP || id == NR_SHMAT || id == NR_EXECVE ||
-	       id == NR_REMAP_FILE_PAGES || id == NR_EXECVEAT;
-}
-
-/*
- * Calls that may map a file (may_map_a_file()) any traced thread has
- * started. A thread's remembered anonymous VMA (resolve_silent()) is
- * trusted only while this is what it was when the VMA was looked up: a
- * file mapped with MAP_FIXED over anonymous memory the thread had just
- * faulted in, and its 2 MiB folios' faults were taken for anonymous ones (7
- * of 8 PMD-mapped faults and their 3,577 pages lost, 6.18,
- * tests/test_pmd_mapped_faults.py; the likely cause of 7.3's seed 1118,
- * where a file's mmap can land where a freed buffer's anonymous VMA was).
- * Counted at the call's start: a lookup by another thread while the call
- * runs may still find the VMA it is replacing (no program sees the call's
- * end), a race only a program that faults on memory it is replacing runs.
- */
-__u64 mapping_calls = 0;
-#define NO_CALLS	(~0ULL)	/* a mapping_calls never reached */
 
 static __always_inline bool is_read_syscall(long id)
 {

@@ -374,8 +374,6 @@ static __always_inline int handle_fork(struct task_struct *parent,
 				       struct task_struct *child)
 {
 	follow_fork(parent, child);
-	if (want_used)
-		process_vmas_fork(parent, child);
 	return 0;
 }
 

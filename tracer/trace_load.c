@@ -117,8 +117,13 @@ static int select_programs(struct trace_bpf *skel, bool use_btf, bool *want_caus
 	attach_choice_functions(tps, NR_TRACEPOINTS, vmlinux);
 	skel->rodata->get_pages_takes_count =
 		!kernel_param_is_pointer(vmlinux, "filemap_get_pages", 1);
+	/* v6.1: --used reads a fault's VMA from it (vma_lookup.bpf.h). */
+	missing_required = opts.used && btf__find_by_name_kind(vmlinux, "maple_tree",
+							      BTF_KIND_STRUCT) < 0;
+	if (missing_required)
+		errmsg("--used", "the kernel lacks the maple tree of VMAs (v6.1), which --used reads");
 	btf__free(vmlinux);
-	missing_required = report_missing(tps, roles, &missing_optional);
+	missing_required += report_missing(tps, roles, &missing_optional);
 	/*
 	 * The cause is all or nothing: a partial cause would mislead. Only -x
 	 * prints it: without, its programs (one more on every fault and

@@ -1,119 +1,85 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Part of page_access.bpf.h (included by it only): a fault's VMA and its
- * file page (struct vma_lookup, bpf_find_vma()'s callback), and the VMA
- * that holds an address of the current address space read from its maple
- * tree (mm->mm_mt) without the mmap lock, as lock_vma_under_rcu() reads it.
- * The maple tree is read for a fault-around whose bpf_find_vma() found the
- * mmap lock busy: chromium's threads map and unmap while others fault, and
- * a VMA that no record held was deferred, then often unmapped before the
- * thread's next system call (docs/lab/tracer-measurements.md, "Browsers'
- * lost faults").
+ * Part of page_access.bpf.h (included by it only): the VMA of the thread's
+ * fault, read during the fault into the thread's vma_* fields: from the
+ * fault itself where the program has it (vm_fault at fexit/filemap_map_pages,
+ * the VMA at kprobe/handle_mm_fault on arm64), else the one the thread read
+ * last while mm->mm_lock_seq is unchanged, else from the address space's
+ * maple tree, read without a lock as lock_vma_under_rcu() reads it.
  *
- * Invariants: a walk reads each node once, top down, as mtree_lookup_walk()
- * does; BPF programs run under rcu_read_lock(), so a node it reaches stays
- * allocated while it runs, and a node replaced meanwhile ("dead": its parent
- * pointer is itself) sends the walk back to the root, as the kernel's
- * walkers do (MAPLE_WALK_TRIES walks, then no answer). An answer is a VMA
- * of the current address space that holds the address (checked after the
- * walk).
- * Asked only during the fault at that address: the faulting VMA is then
- * locked (its per-VMA lock or the mmap lock), neither moved nor unmapped
- * nor resized, so its fields are read whole. (A remote fault, GUP on
- * another address space, finds at most a VMA of the current one, which
- * the caller's check of its file and page turns down, as it turns down
- * bpf_find_vma()'s.)
+ * Invariants: asked only during the fault at ta->fault_address, whose VMA
+ * is locked (its per-VMA lock or the mmap lock): neither moved, unmapped
+ * nor resized, so what is read of it is current. A maple walk reads each
+ * node once, top down, as mtree_lookup_walk() does; BPF programs run under
+ * rcu_read_lock(), so a node reached stays allocated, and a node replaced
+ * meanwhile ("dead": its parent pointer is itself) sends the walk back to
+ * the root, as the kernel's walkers do. The VMA kept is of the current
+ * address space (vma_mm).
  */
 #ifndef PAGETRACE_VMA_LOOKUP_BPF_H
 #define PAGETRACE_VMA_LOOKUP_BPF_H
 
-struct vma_lookup {
-	__u64 address;
-	__u64 mapping;	/* 0: an anonymous VMA */
-	__u64 index;
-	__u64 start, end;	/* the VMA */
-	__u64 pgoff;
-};
-
-/* The page of @lookup's file at its address, from its VMA's start and pgoff. */
-static __always_inline __u64 vma_page_index(const struct vma_lookup *lookup)
+static __always_inline __u64 current_mm(void)
 {
-	return ((lookup->address - lookup->start) >> page_shift) + lookup->pgoff;
+	return (__u64)BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), mm);
 }
 
-static long vma_file_page(struct task_struct *task, struct vm_area_struct *vma,
-			  struct vma_lookup *lookup)
+/* The page of the thread's VMA's file at @address. */
+static __always_inline __u64 vma_page_index(const struct thread_access *ta, __u64 address)
 {
-	struct file *file = BPF_CORE_READ(vma, vm_file);
-
-	(void)task;
-	lookup->start = BPF_CORE_READ(vma, vm_start);
-	lookup->end = BPF_CORE_READ(vma, vm_end);
-	lookup->pgoff = BPF_CORE_READ(vma, vm_pgoff);
-	if (!file)
-		return 0;
-	lookup->mapping = (__u64)BPF_CORE_READ(file, f_mapping);
-	lookup->index = vma_page_index(lookup);
-	return 0;
+	return ((address - ta->vma_start) >> page_shift) + ta->vma_pgoff;
 }
 
-/* include/linux/maple_tree.h: a node pointer's low byte holds its type. */
+static __always_inline bool vma_holds(const struct thread_access *ta, __u64 address)
+{
+	return address - ta->vma_start < ta->vma_end - ta->vma_start;
+}
+
+/* @vma, of address space @mm when its mm_lock_seq was @seq, as the thread's VMA. */
+static __always_inline void keep_vma(struct thread_access *ta, struct vm_area_struct *vma,
+				     __u64 mm, __u32 seq)
+{
+	ta->vma_mm = mm;
+	ta->vma_seq = seq;
+	ta->vma_start = BPF_CORE_READ(vma, vm_start);
+	ta->vma_end = BPF_CORE_READ(vma, vm_end);
+	ta->vma_pgoff = BPF_CORE_READ(vma, vm_pgoff);
+	ta->vma_mapping = (__u64)BPF_CORE_READ(vma, vm_file, f_mapping);
+}
+
+/* include/linux/maple_tree.h: a node pointer's low byte holds its type; a node is 256 bytes. */
 #define MAPLE_NODE_MASK		255UL
 #define MAPLE_NODE_TYPE_SHIFT	3
 #define MAPLE_NODE_TYPE_MASK	0xf
+#define MAPLE_NODE_WORDS	32
+#define MAPLE_MAX_PIVOTS	15
 /*
  * Levels walked at most: 8 levels of half-full nodes (5 of an internal
  * node's 10 slots, 8 of a leaf's 16) hold over 600,000 VMAs; a process has
  * at most vm.max_map_count, 65,530 by default.
  */
 #define MAPLE_WALK_LEVELS	8
-#define MAPLE_MAX_PIVOTS	15
 /* maple_tree_entry()'s answer when a node was replaced under the walk. */
 #define MAPLE_WALK_AGAIN	1
-/*
- * Walks from the root before giving up: a thread that maps and unmaps in
- * a loop replaced a node under 3 of about 1,500 walks (mmap-contend --unmap).
- */
+/* Walks from the root before giving up, as nodes keep being replaced under it. */
 #define MAPLE_WALK_TRIES	4
-
-/*
- * The slot of the node whose @n pivots begin at @pivots that covers
- * @address: the first whose pivot (its range's last address) is at or
- * above it, else the last (@n). A global function: checked once.
- */
-__noinline __u32 maple_slot_of(__u64 pivots, __u32 n, __u64 address)
-{
-	__u64 pivot;
-
-	for (__u32 i = 0; i < MAPLE_MAX_PIVOTS; i++) {
-		if (i >= n)
-			return n;
-		if (bpf_probe_read_kernel(&pivot, sizeof(pivot), (void *)(pivots + i * 8)))
-			return MAPLE_MAX_PIVOTS + 1;
-		if (pivot >= address)
-			return i;
-	}
-	return n;
-}
 
 /*
  * The entry that covers @address in the maple tree whose root entry is
  * @root (a VMA's address in mm->mm_mt); MAPLE_WALK_AGAIN if a node was
  * replaced under the walk (the kernel's walkers start again from the
- * root); else 0: empty, or deeper than MAPLE_WALK_LEVELS. A global function:
- * the verifier checks it once, not at each caller.
+ * root); else 0: empty, or deeper than MAPLE_WALK_LEVELS. Each node is read
+ * whole, then its parent word again: a node marked dead meanwhile. A
+ * global function: the verifier checks it once, not at each caller.
  */
 __noinline __u64 maple_tree_entry(__u64 root, __u64 address)
 {
-	__u64 entry = root, node, parent;
-	__u32 type, n, slot, pivots, slots;
+	__u64 entry = root, node, parent = 0;
+	__u32 zero = 0, type, n, pivots, slots, slot;
+	struct xa_slots *buf = bpf_map_lookup_elem(&xa_slot_buf, &zero);
 
-	/*
-	 * Its own check of the kernel's type, as its caller's: the verifier
-	 * checks a global function alone. The root is a node (mt_mk_root():
-	 * an xarray node entry), not a single entry at address 0.
-	 */
-	if (!bpf_core_field_exists(struct mm_struct___maple, mm_mt) || !xa_entry_is_node(root))
+	/* The root is a node (mt_mk_root(): an xarray node entry), not one entry at 0. */
+	if (!buf || !bpf_core_field_exists(struct mm_struct___maple, mm_mt) || !xa_entry_is_node(root))
 		return 0;
 	for (int level = 0; level < MAPLE_WALK_LEVELS; level++) {
 		if (entry < 4096)
@@ -123,24 +89,27 @@ __noinline __u64 maple_tree_entry(__u64 root, __u64 address)
 		if (type == bpf_core_enum_value(enum maple_type___pagetrace,
 						maple_arange_64___pagetrace)) {
 			n = bpf_core_field_size(struct maple_arange_64___pagetrace, pivot) / 8;
-			pivots = bpf_core_field_offset(struct maple_arange_64___pagetrace, pivot);
-			slots = bpf_core_field_offset(struct maple_arange_64___pagetrace, slot);
+			pivots = bpf_core_field_offset(struct maple_arange_64___pagetrace, pivot) / 8;
+			slots = bpf_core_field_offset(struct maple_arange_64___pagetrace, slot) / 8;
 		} else if (type == bpf_core_enum_value(enum maple_type___pagetrace,
 						       maple_range_64___pagetrace) ||
 			   type == bpf_core_enum_value(enum maple_type___pagetrace,
 						       maple_leaf_64___pagetrace)) {
 			n = bpf_core_field_size(struct maple_range_64___pagetrace, pivot) / 8;
-			pivots = bpf_core_field_offset(struct maple_range_64___pagetrace, pivot);
-			slots = bpf_core_field_offset(struct maple_range_64___pagetrace, slot);
+			pivots = bpf_core_field_offset(struct maple_range_64___pagetrace, pivot) / 8;
+			slots = bpf_core_field_offset(struct maple_range_64___pagetrace, slot) / 8;
 		} else {
 			return 0;	/* a dense node: never in an mm's tree */
 		}
-		slot = maple_slot_of(node + pivots, n, address);
-		if (slot > MAPLE_MAX_PIVOTS ||
-		    bpf_probe_read_kernel(&entry, sizeof(entry), (void *)(node + slots + slot * 8)) ||
-		    bpf_probe_read_kernel(&parent, sizeof(parent), (void *)node))
+		if (bpf_probe_read_kernel(buf->slot, MAPLE_NODE_WORDS * 8, (void *)node))
 			return 0;
-		if ((parent & ~MAPLE_NODE_MASK) == node)
+		/* The slot covering @address: the first whose pivot (its last address) is at or above it. */
+		for (slot = 0; slot < MAPLE_MAX_PIVOTS && slot < n; slot++)
+			if (buf->slot[(pivots + slot) & (MAPLE_NODE_WORDS - 1)] >= address)
+				break;
+		entry = buf->slot[(slots + slot) & (MAPLE_NODE_WORDS - 1)];
+		bpf_probe_read_kernel(&parent, sizeof(parent), (void *)node);
+		if ((buf->slot[0] & ~MAPLE_NODE_MASK) == node || (parent & ~MAPLE_NODE_MASK) == node)
 			return MAPLE_WALK_AGAIN;	/* dead: replaced while the walk read it */
 		if (type == bpf_core_enum_value(enum maple_type___pagetrace,
 						maple_leaf_64___pagetrace))
@@ -149,33 +118,58 @@ __noinline __u64 maple_tree_entry(__u64 root, __u64 address)
 	return 0;
 }
 
-/*
- * @lookup's VMA from the current address space's maple tree; false if the
- * kernel has none or the walk found no VMA of this address space that
- * holds the address (@lookup's VMA fields then as they were, or zero).
- * Call it only during the fault at @lookup->address (see the invariants
- * above).
- */
-static __always_inline bool vma_from_maple_tree(struct vma_lookup *lookup)
+/* The VMA of the current address space holding @address, from its maple tree; or NULL. */
+static __always_inline struct vm_area_struct *vma_from_maple_tree(__u64 mm, __u64 address)
 {
-	struct mm_struct___maple *mm = (void *)current_mm();
-	struct vm_area_struct *vma;
+	struct vm_area_struct *vma = NULL;
 
 	if (!mm || !bpf_core_field_exists(struct mm_struct___maple, mm_mt))
-		return false;
+		return NULL;
 	for (int i = 0; i < MAPLE_WALK_TRIES; i++) {
-		vma = (void *)maple_tree_entry((__u64)BPF_CORE_READ(mm, mm_mt.ma_root),
-					       lookup->address);
+		vma = (void *)maple_tree_entry(
+			(__u64)BPF_CORE_READ((struct mm_struct___maple *)mm, mm_mt.ma_root), address);
 		if ((__u64)vma != MAPLE_WALK_AGAIN)
 			break;
 	}
-	if ((__u64)vma <= MAPLE_WALK_AGAIN || (__u64)BPF_CORE_READ(vma, vm_mm) != (__u64)mm)
-		return false;
-	vma_file_page(NULL, vma, lookup);
-	if (lookup->address - lookup->start < lookup->end - lookup->start)
+	if ((__u64)vma <= MAPLE_WALK_AGAIN || (__u64)BPF_CORE_READ(vma, vm_mm) != mm)
+		return NULL;
+	return vma;
+}
+
+/* @vma, the fault's own (locked), as the thread's VMA. */
+static __always_inline void keep_fault_vma(struct thread_access *ta, struct vm_area_struct *vma)
+{
+	__u64 mm = current_mm();
+	__u32 seq = 0;
+
+	mm_lock_seq(mm, &seq);
+	keep_vma(ta, vma, mm, seq);
+}
+
+/*
+ * The VMA of the thread's fault, into ta->vma_*: the one kept, if it holds
+ * the address and mm_lock_seq is what it was when the VMA was read (no
+ * writer of the mmap lock has finished since; one still running cannot
+ * have changed the VMA this fault holds locked, nor put another at the
+ * address), else from the maple tree. False if neither answers (vma_mm is
+ * then 0). Only during the fault.
+ */
+static __always_inline bool fault_vma(struct thread_access *ta)
+{
+	__u64 mm = current_mm(), address = ta->fault_address;
+	struct vm_area_struct *vma;
+	__u32 seq = 0;
+	bool have_seq = mm_lock_seq(mm, &seq);
+
+	if (have_seq && ta->vma_mm == mm && ta->vma_seq == seq && vma_holds(ta, address))
 		return true;
-	lookup->mapping = lookup->start = lookup->end = 0;
-	return false;
+	/* @seq is from before the walk: a writer finishing during it makes the VMA kept stale. */
+	vma = vma_from_maple_tree(mm, address);
+	ta->vma_mm = 0;
+	if (!vma)
+		return false;
+	keep_vma(ta, vma, mm, seq);
+	return vma_holds(ta, address);
 }
 
 #endif /* PAGETRACE_VMA_LOOKUP_BPF_H */
