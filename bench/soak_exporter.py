@@ -50,6 +50,9 @@ READER = ("import sys\n"
           "    with open(path, 'rb') as f:\n"
           "        while f.read(1 << 16):\n"
           "            pass\n")
+# The same, then it says "done" and waits for a line: the scrape is taken
+# before it exits (its interpreter's exit touches the page cache too).
+READER_WAITING = READER + "print('done', flush=True)\nsys.stdin.readline()\n"
 
 
 # The exporter drops gone cgroups every minute: at a cgroup a second, its
@@ -145,11 +148,15 @@ def exact_check(parent, data_dir, port):
     before, _, _ = scrape(port)
     group = os.path.join(parent, "exact")
     os.mkdir(group)
-    subprocess.run([sys.executable, "-c", READER, f"{group}/cgroup.procs", path, path],
-                   check=True, timeout=60)
+    reader = subprocess.Popen([sys.executable, "-c", READER_WAITING, f"{group}/cgroup.procs",
+                               path, path], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                              text=True)
+    try:
+        assert reader.stdout.readline() == "done\n"
+        after, _, _ = scrape(port)
+    finally:
+        reader.communicate("end\n", timeout=60)
     os.rmdir(group)
-    time.sleep(2)
-    after, _, _ = scrape(port)
     misses = len(cached_since_eviction(path))
     got = {k: int(after[k] - before[k]) for k in after}
     want = {"pagetrace_cache_hits_total": misses, "pagetrace_cache_misses_total": misses}
