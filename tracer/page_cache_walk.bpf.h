@@ -123,9 +123,11 @@ __noinline __u64 xa_chunk_entry(__u64 head, __u64 chunk)
 /* xa_chunk_entry() of @chunk of the walk's mapping, read once a walk. */
 static __always_inline __u64 chunk_entry(struct chunk_walk *walk, __u64 chunk)
 {
+	/* Outside BPF_CORE_READ(): chunk_walk is ours, not a kernel type to relocate. */
+	struct address_space *mapping = walk->mapping;
+
 	if (walk->entry_of != chunk + 1) {
-		walk->entry = xa_chunk_entry((__u64)BPF_CORE_READ(walk->mapping, i_pages.xa_head),
-					     chunk);
+		walk->entry = xa_chunk_entry((__u64)BPF_CORE_READ(mapping, i_pages.xa_head), chunk);
 		walk->entry_of = chunk + 1;
 	}
 	return walk->entry;
