@@ -6,7 +6,7 @@ PYTHON ?= $(CURDIR)/.venv/bin/python
 # Sub-projects with a Makefile of their own.
 SUBDIRS := lib tracer replay launch samples diskemu
 
-.PHONY: all deps test test-all test-arm64 test-containers test-dist static dist install-share wheel test-wheel deb test-deb test-kernels test-stap test-spark bench demo install clean fuzz fuzz-cache fuzz-cache-long $(SUBDIRS)
+.PHONY: all check-headers deps test test-all test-arm64 test-containers test-dist static dist install-share wheel test-wheel deb test-deb test-kernels test-stap test-spark bench demo install clean fuzz fuzz-cache fuzz-cache-long $(SUBDIRS)
 
 all: $(SUBDIRS)
 
@@ -36,7 +36,7 @@ $(SUBDIRS): | $(INSTALLED)
 endif
 test: all | $(INSTALLED)
 	@test -x $(PYTHON) || { echo "make: no $(PYTHON): run scripts/install-deps first" >&2; exit 1; }
-	$(PYTHON) -m pytest -ra tests --ignore=tests/kernels --ignore=tests/test_containers.py $(PACKAGING_TESTS:%=--ignore=%)
+	$(PYTHON) -m pytest -ra --durations=12 tests --ignore=tests/kernels --ignore=tests/test_containers.py $(PACKAGING_TESTS:%=--ignore=%)
 
 # Containers started by a real runtime (tests/test_containers.py): docker.io's
 # dockerd, started and stopped by the tests; scripts/install-deps --containers.
@@ -59,6 +59,12 @@ test-kernels: all
 	PAGETRACE_KERNELS_TOOLS=$(KERNELS_TOOLS) PAGETRACE_KERNELS_DOC=$(CURDIR)/docs/kernels.md \
 	PAGETRACE_KERNELS="$(KERNELS)" PAGETRACE_KERNELS_QUICK="$(KERNELS_QUICK)" \
 	$(PYTHON) -m pytest -ra tests/kernels --ignore=tests/kernels/test_stap.py
+
+# Which tracer/*.bpf.h compile alone, each in an empty .bpf.c (the kernel's
+# header tests); lists those that do not, exit 1 then. Not run by CI.
+check-headers:
+	$(MAKE) -s -C tracer .output/vmlinux.h
+	scripts/check-headers tracer
 
 # readpage.stp in the kernel matrix (tests/kernels/test_stap.py): its module
 # compiled on the host for each of STAP_KERNELS (cached by script hash and

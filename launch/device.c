@@ -96,7 +96,7 @@ static int caps_reads(const char *file, const char *disk, int v2)
 		if (strncmp(line, disk, n) || line[n] != ' ')
 			continue;
 		if (!v2)
-			capped = atol(line + n + 1) > 0;
+			capped = line[n + 1] >= '1' && line[n + 1] <= '9';
 		else if ((riops = strstr(line, " riops=")))
 			capped = riops[7] >= '0' && riops[7] <= '9';
 	}
@@ -169,16 +169,26 @@ static int device_cheap(const struct pack *pack, const struct pack_file *f,
 	return read_long(path) != 1;
 }
 
-static int dev_cmp(const void *a, const void *b)
+/* "MAJ:MIN" of F's device. */
+static void dev_text(const struct pack_file *f, char *text, size_t len)
 {
-	return strcmp(*(char *const *)a, *(char *const *)b);
+	snprintf(text, len, "%u:%u", f->major, f->minor);
 }
 
-/* The devices of the kept files, as "MAJ:MIN" text sorted as strings
- * (the planner's order), each with one of its files. */
+static int dev_cmp(const void *a, const void *b)
+{
+	char x[24], y[24];
+
+	dev_text(*(const struct pack_file *const *)a, x, sizeof(x));
+	dev_text(*(const struct pack_file *const *)b, y, sizeof(y));
+	return strcmp(x, y);
+}
+
+/* The devices of the kept files, each as one of its files, sorted as
+ * "MAJ:MIN" text (the planner's order). */
 int cheap_devices(const struct pack *pack, const struct skipped *s, char **why)
 {
-	char **devs = calloc(pack->n_files + 1, sizeof(*devs));
+	const struct pack_file **devs = calloc(pack->n_files + 1, sizeof(*devs));
 	size_t n = 0, size = 0;
 	int cheap = 1;
 	FILE *out;
@@ -189,29 +199,26 @@ int cheap_devices(const struct pack *pack, const struct skipped *s, char **why)
 		return 0;
 	}
 	for (size_t i = 0; i < pack->n_files; i++) {
-		char text[48];
+		const struct pack_file *f = &pack->files[i];
 		size_t k;
 
 		if (s->reason[i])
 			continue;
-		snprintf(text, sizeof(text), "%u:%u %zu", pack->files[i].major,
-			 pack->files[i].minor, i);
-		for (k = 0; k < n && strncmp(devs[k], text, strcspn(text, " ") + 1); k++)
+		for (k = 0; k < n && (devs[k]->major != f->major ||
+				      devs[k]->minor != f->minor); k++)
 			;
 		if (k == n)
-			devs[n++] = strdup(text);
+			devs[n++] = f;
 	}
 	qsort(devs, n, sizeof(*devs), dev_cmp);
 	fputs("requests are cheap (", out);
 	for (size_t k = 0; k < n && cheap == 1; k++) {
 		if (k)
 			fputs(", ", out);
-		cheap = device_cheap(pack, &pack->files[atol(strchr(devs[k], ' ') + 1)], out);
+		cheap = device_cheap(pack, devs[k], out);
 	}
 	fputs("; no read-IOPS cap)", out);
 	fclose(out);
-	for (size_t k = 0; k < n; k++)
-		free(devs[k]);
 	free(devs);
 	return cheap == 1;
 }

@@ -6,7 +6,7 @@
 #include "clock.h"
 #include "errmsg.h"
 #include "escape.h"
-#include "size.h"
+#include "option.h"
 
 #include <argp.h>
 #include <errno.h>
@@ -93,28 +93,23 @@ void say(const char *fmt, ...)
 	va_end(ap);
 }
 
-static int parse_age(const char *text, uint64_t *seconds)
-{
-	char *end;
-	unsigned long long n;
-	uint64_t unit = 86400;
+/* --max-age: seconds, minutes, hours or days (a bare number: days). */
+static const struct number_units age_units = {
+	"an age (a number with s, m, h or d; default d)",
+	{{"", 86400}, {"s", 1}, {"m", 60}, {"h", 3600}, {"d", 86400},
+	 {NULL, 0}},
+};
 
-	if (!*text || *text < '0' || *text > '9')
-		return -1;
-	errno = 0;
-	n = strtoull(text, &end, 10);
-	if (errno || (end[0] && end[1]))
-		return -1;
-	switch (*end) {
-	case 's': unit = 1; break;
-	case 'm': unit = 60; break;
-	case 'h': unit = 3600; break;
-	case 'd': case '\0': unit = 86400; break;
-	default: return -1;
-	}
-	*seconds = (uint64_t)n * unit;
-	return 0;
-}
+static const struct option_word modes[] = {
+	{"auto", MODE_AUTO}, {"concurrent", MODE_CONCURRENT},
+	{"planned", MODE_PLANNER}, {"sorted", MODE_PLANNER},
+	{"none", MODE_NONE}, {NULL, 0},
+};
+
+static const struct option_word verifies[] = {
+	{"auto", VERIFY_AUTO}, {"stat", VERIFY_STAT},
+	{"content", VERIFY_CONTENT}, {NULL, 0},
+};
 
 static error_t parse_opt(int key, char *arg, struct argp_state *state)
 {
@@ -122,38 +117,21 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 
 	switch (key) {
 	case OPT_MODE:
-		if (!strcmp(arg, "auto"))
-			o->mode = MODE_AUTO;
-		else if (!strcmp(arg, "concurrent"))
-			o->mode = MODE_CONCURRENT;
-		else if (!strcmp(arg, "none"))
-			o->mode = MODE_NONE;
-		else if (!strcmp(arg, "sorted") || !strcmp(arg, "planned"))
-			o->mode = MODE_PLANNER;
-		else
-			argp_error(state, "--mode: auto, concurrent, planned, sorted or none, not '%s'", arg);
+		o->mode = word_option("--mode", arg, modes);
 		break;
 	case OPT_VERIFY:
-		if (!strcmp(arg, "auto"))
-			o->verify = VERIFY_AUTO;
-		else if (!strcmp(arg, "stat"))
-			o->verify = VERIFY_STAT;
-		else if (!strcmp(arg, "content"))
-			o->verify = VERIFY_CONTENT;
-		else
-			argp_error(state, "--verify: auto, stat or content, not '%s'", arg);
+		o->verify = word_option("--verify", arg, verifies);
 		break;
 	case OPT_MAX_AGE:
-		if (parse_age(arg, &o->max_age_s))
-			argp_error(state, "--max-age: a number with s, m, h or d (default d), not '%s'", arg);
+		o->max_age_s = number_option("--max-age", arg, &age_units, 0,
+					     UINT64_MAX);
 		break;
 	case OPT_WINDOW:
-		if (parse_size(arg, &o->window) || !o->window)
-			argp_error(state, "--window: a size in bytes, with K, M or G, not '%s'", arg);
+		o->window = number_option("--window", arg, &size_units, 1,
+					  UINT64_MAX);
 		break;
-	case OPT_GAP:
-		if (!*arg || strspn(arg, "0123456789") != strlen(arg))
-			argp_error(state, "--gap: a number of pages, not '%s'", arg);
+	case OPT_GAP: /* the planner's: checked here, as a number of pages */
+		number_option("--gap", arg, NULL, 0, UINT64_MAX);
 		break;
 	case OPT_REFINE: o->refine = 1; break;
 	case OPT_REPLAY: break; /* the planner's */

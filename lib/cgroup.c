@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <sys/vfs.h>
 #include <linux/magic.h>
+#include "array.h"
 #include "cgroup.h"
 #include "errmsg.h"
 #include "mountinfo.h"
@@ -185,7 +186,7 @@ bool cgroup_path_of_id(__u64 id, char *path, size_t size)
 
 static struct {
 	__u64 *ids;
-	long n, cap;
+	size_t n, cap;
 } live;
 
 static int add_live(const char *path, const struct stat *st, int type, struct FTW *ftw)
@@ -194,15 +195,9 @@ static int add_live(const char *path, const struct stat *st, int type, struct FT
 	(void)ftw;
 	if (type != FTW_D)
 		return 0;
-	if (live.n == live.cap) {
-		long cap = live.cap ? 2 * live.cap : 256;
-		__u64 *grown = reallocarray(live.ids, cap, sizeof(*grown));
-
-		if (!grown)
-			return -1;
-		live.ids = grown;
-		live.cap = cap;
-	}
+	if (array_reserve(&live.ids, &live.cap, live.n + 1,
+			  sizeof(*live.ids)) < 0)
+		return -1;
 	live.ids[live.n++] = st->st_ino;
 	return 0;
 }
@@ -231,7 +226,7 @@ long cgroup_live_ids(__u64 **ids)
 	}
 	qsort(live.ids, live.n, sizeof(*live.ids), compare_ids);
 	*ids = live.ids;
-	return live.n;
+	return (long)live.n;
 }
 
 bool cgroup_id_in(const __u64 *ids, long n, __u64 id)

@@ -2,7 +2,9 @@
 #include "option.h"
 #include "errmsg.h"
 
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 uint64_t number_option(const char *option, const char *text,
 		       const struct number_units *units, uint64_t min,
@@ -24,5 +26,22 @@ uint64_t number_option(const char *option, const char *text,
 	else
 		errmsg(option, "'%s': not from %llu to %llu", text,
 		       (unsigned long long)min, (unsigned long long)max);
+	exit(2);
+}
+
+int word_option(const char *option, const char *text,
+		const struct option_word *words)
+{
+	char list[512] = "";
+	size_t n = 0, used = 0;
+
+	for (n = 0; words[n].word; n++)
+		if (strcmp(text, words[n].word) == 0)
+			return words[n].value;
+	for (size_t i = 0; i < n && used < sizeof(list); i++)
+		used += (size_t)snprintf(list + used, sizeof(list) - used,
+					 "%s%s", i == 0 ? "" : i + 1 < n ?
+					 ", " : " or ", words[i].word);
+	errmsg(option, "'%s': not %s", text, list);
 	exit(2);
 }

@@ -74,3 +74,5 @@ def pytest_terminal_summary(terminalreporter):
         slowest = ", ".join(f"{check} {seconds / 60:.1f}" for seconds, check in checks)
         terminalreporter.write_line(f"{name:12} {r['guest_seconds'] / 60:5.1f} min "
                                     f"(longest checks, min: {slowest})")
+        for lockup in r.get("lockups", []):
+            terminalreporter.write_line(f"{name:12} a first boot locked up: {lockup}")

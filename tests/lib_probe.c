@@ -7,7 +7,8 @@
  *   json-null                   json_puts_or_null of NULL
  *   escape                      escape_bytes of stdin's bytes
  *   mount MAJ:MIN               mount_of_dev: point, source, fstype
- *   array COUNT ITEM_SIZE       array_reserve one item at a time */
+ *   array COUNT ITEM_SIZE       array_reserve one item at a time
+ *   cgroups                     cgroup_live_ids, one id a line */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +16,7 @@
 #include <sys/sysmacros.h>
 
 #include "array.h"
+#include "cgroup.h"
 #include "errmsg.h"
 #include "escape.h"
 #include "json.h"
@@ -126,6 +128,19 @@ static int array(const char *count_text, const char *size_text)
 	return 0;
 }
 
+static int cgroups(void)
+{
+	__u64 *ids;
+	long n = cgroup_live_ids(&ids);
+
+	if (n < 0)
+		return 1;
+	for (long i = 0; i < n; i++)
+		printf("%llu\n", (unsigned long long)ids[i]);
+	free(ids);
+	return 0;
+}
+
 int main(int argc, char **argv)
 {
 	errmsg_init("lib-probe");
@@ -144,6 +159,8 @@ int main(int argc, char **argv)
 		return mount(argv[2]);
 	if (argc == 4 && strcmp(argv[1], "array") == 0)
 		return array(argv[2], argv[3]);
+	if (argc == 2 && strcmp(argv[1], "cgroups") == 0)
+		return cgroups();
 	errmsg(NULL, "usage: see tests/lib_probe.c");
 	return 2;
 }

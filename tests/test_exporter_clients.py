@@ -59,6 +59,7 @@ class Exporter:
     def __init__(self, proc, stamper, port, cgroup, lines):
         self.proc, self.stamper, self.port, self.cgroup, self.lines = \
             proc, stamper, port, cgroup, lines
+        self.started = time.monotonic()
 
     def alive(self):
         assert self.proc.poll() is None, f"cachestat died: {self.proc.returncode}"
@@ -469,6 +470,7 @@ def test_counts_exact_and_intervals_kept_at_the_end(exporter, data_dir):
     while exporter.sockets() > 1 and time.monotonic() < deadline:
         time.sleep(0.5)
     assert exporter.sockets() == 1, "connections left open"
+    ran = time.monotonic() - exporter.started
     exporter.proc.send_signal(signal.SIGTERM)
     assert exporter.proc.wait(timeout=30) == 0
     assert exporter.proc.stderr.read() == b"cachestat: Tracing... Hit Ctrl-C to end.\n"
@@ -478,7 +480,8 @@ def test_counts_exact_and_intervals_kept_at_the_end(exporter, data_dir):
     samples = [json.loads(line) for _, line in stamped]
     gaps = [b - a for a, b in zip(times, times[1:-1])]  # the last one ends at SIGTERM
     print(f"intervals: n={len(gaps)}, from {min(gaps):.4f} to {max(gaps):.4f} s")
-    assert len(gaps) >= 15, len(gaps)  # the module runs about 25 s
+    # a sample each interval the module ran (the first comes an interval in)
+    assert len(stamped) >= int(ran / INTERVAL) - 1 and len(gaps) >= 5, (len(stamped), ran)
     assert all(abs(gap - INTERVAL) <= 0.1 * INTERVAL for gap in gaps), \
         sorted(gaps)[:3] + sorted(gaps)[-3:]
     assert {k: sum(s[k] for s in samples) for k in ("hits", "misses", "dirties", "lost")} == final

@@ -239,12 +239,15 @@ def man_pages():
 
 def c_tools():
     """Every program a Makefile installs into bin/ that is built from C (an
-    ELF in the tree, not a script)."""
+    ELF in the tree, not a script): by an install line of its own or by
+    packaging/c-tool.mk's install_tool."""
     tools = set()
     for makefile in (p for p in tracked() if p.endswith("Makefile")):
         where = (REPO / makefile).parent
-        for name in re.findall(r"install -m 0?755 ([\w.-]+) \S*/bin/",
+        for name in re.findall(r"install -m 0?755 ([\w.-]+) \S*/bin/|"
+                               r"\$\(call install_tool,([\w.-]+),",
                                (REPO / makefile).read_text()):
+            name = "".join(name)
             path = where / name
             assert path.exists(), f"{makefile}: {name} not built (run make)"
             if path.read_bytes()[:4] == b"\x7fELF":

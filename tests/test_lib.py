@@ -2,7 +2,8 @@
 the one number parser (size.c) and an option's error line (option.c), JSON
 strings of any bytes (json.c), the trace format's escaping into a new string
 (escape.c), a device's mount (mountinfo.c) against /proc/self/mountinfo read
-here, and growing arrays (array.c)."""
+here, growing arrays (array.c) and the live cgroups (cgroup.c) against
+the cgroup2 hierarchy walked here."""
 import json
 import os
 import pathlib
@@ -182,3 +183,30 @@ def test_array_refuses_a_size_past_memory():
     array stays empty."""
     done = probe("array", 1, 1 << 61)
     assert done.stdout == b"fails at 1, capacity 0\n"
+
+
+def cgroup2_directories():
+    """The inode numbers of the cgroup2 hierarchy's directories (a cgroup's
+    id), walked here from a mount of its root; None without one."""
+    with open("/proc/self/mountinfo") as f:
+        roots = [line.split()[4] for line in f
+                 if line.partition(" - ")[2].split()[0] == "cgroup2"
+                 and line.split()[3] == "/"]
+    if not roots:
+        return None
+    return {os.stat(top).st_ino for top, _, _ in os.walk(roots[0])}
+
+
+def test_cgroup_live_ids_are_the_hierarchy_s_directories():
+    """Every cgroup there, once, in order. Cgroups may come and go during
+    the walk: the answer holds those of both walks here and no other."""
+    before = cgroup2_directories()
+    done = probe("cgroups")
+    after = cgroup2_directories()
+    if before is None:
+        assert done.returncode == 1 and after is None
+        return
+    assert done.returncode == 0, done.stderr
+    ids = [int(line) for line in done.stdout.split()]
+    assert ids == sorted(set(ids))
+    assert before & after <= set(ids) <= before | after

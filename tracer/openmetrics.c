@@ -13,6 +13,7 @@
 #define _GNU_SOURCE
 #include <arpa/inet.h>
 #include <errno.h>
+#include <malloc.h>
 #include <netinet/in.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -379,6 +380,10 @@ void openmetrics_serve(struct openmetrics *om, uint64_t until_ns, struct cache_b
 	if (monotonic_ns() >= om->next_prune_ns) {
 		if (om->next_prune_ns)
 			prune_gone_cgroups(om);
+		/* The resident size follows what is in use: a scrape's body, as
+		 * large as the cgroups it names, freed inside the heap stays
+		 * resident until trimmed. */
+		malloc_trim(0);
 		om->next_prune_ns = monotonic_ns() + OM_PRUNE_NS;
 	}
 	http_server_serve(om->http, until_ns, stop);

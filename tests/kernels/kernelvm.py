@@ -14,6 +14,7 @@ The machine's own apt sources, lists and cache are never touched.
 """
 import glob
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -205,9 +206,9 @@ def _save_guest_btf(k):
 class Result:
     """What a command run in a guest did: like subprocess.CompletedProcess,
     plus the guest's console log (the kernel's messages) for diagnosis."""
-    def __init__(self, returncode, stdout, stderr, console="", booted=True):
+    def __init__(self, returncode, stdout, stderr, console="", booted=True, lockup=None):
         self.returncode, self.stdout, self.stderr = returncode, stdout, stderr
-        self.console, self.booted = console, booted
+        self.console, self.booted, self.lockup = console, booted, lockup
 
 
 # The guest runs this, in the scratch directory: the modules the checks need,
@@ -281,7 +282,7 @@ def boot(k, command, scratch, timeout=900, memory="2G", cpus=2, append=(),
                                 stderr=subprocess.STDOUT, env=env,
                                 start_new_session=True)
         try:
-            booted = _wait(proc, timeout, started, start_timeout)
+            booted, lockup = _wait(proc, timeout, started, start_timeout, console)
         finally:
             # The timeout, or this process interrupted: the guest goes too.
             if proc.poll() is None:
@@ -299,6 +300,11 @@ def boot(k, command, scratch, timeout=900, memory="2G", cpus=2, append=(),
                       read(".guest-stderr") + f"kernels: {k.name}: the command had not "
                       f"started {start_timeout} s after the boot began; its console's last "
                       f"lines:\n{tail}\n", log, booted=False)
+    if lockup:
+        return Result(125, read(".guest-stdout"),
+                      read(".guest-stderr") + f"kernels: {k.name}: the guest's kernel "
+                      f"locked up ({lockup}); stopped then; its console's last "
+                      f"lines:\n{tail}\n", log, lockup=lockup)
     if not rc.isdigit():
         return Result(125, read(".guest-stdout"),
                       read(".guest-stderr") + f"kernels: {k.name}: the guest did not "
@@ -307,21 +313,52 @@ def boot(k, command, scratch, timeout=900, memory="2G", cpus=2, append=(),
     return Result(int(rc), read(".guest-stdout"), read(".guest-stderr"), log)
 
 
-def _wait(proc, timeout, started, start_timeout):
-    """Waits for PROC to end, TIMEOUT seconds at most; false when STARTED
-    did not appear within START_TIMEOUT seconds (the guest is then left
-    running, for the caller to stop)."""
+# A CPU the guest's kernel reports stuck this long does not come back in
+# the guest's timeout (under TCG: seen in a loop at a function's patched
+# entry while BPF trampolines attached and detached).
+LOCKUP_S = 120
+_LOCKUP = re.compile(r"soft lockup - (CPU#\d+ stuck for (\d+)s!.*)")
+
+
+def _lockup(console):
+    """The console's last soft-lockup report of LOCKUP_S seconds or more,
+    with the instruction it was stuck at, or None."""
+    try:
+        lines = open(console, errors="replace").read().splitlines()
+    except OSError:
+        return None
+    for i in range(len(lines) - 1, -1, -1):
+        m = _LOCKUP.search(lines[i])
+        if m and int(m.group(2)) >= LOCKUP_S:
+            rip = next((l.split("RIP: 0010:")[1].strip() for l in lines[i:i + 40]
+                        if "RIP: 0010:" in l), "?")
+            return f"{m.group(1)} at {rip}"
+    return None
+
+
+def _wait(proc, timeout, started, start_timeout, console):
+    """Waits for PROC to end, TIMEOUT seconds at most. Returns (booted,
+    lockup): booted false when STARTED did not appear within START_TIMEOUT
+    seconds; lockup the CONSOLE's report when the guest's kernel says a CPU
+    has been stuck LOCKUP_S seconds. Either way the guest is left running,
+    for the caller to stop."""
     deadline = time.monotonic() + timeout
     start_deadline = time.monotonic() + start_timeout
+    checked = 0
     while time.monotonic() < deadline:
         try:
             proc.wait(timeout=2)
-            return True
+            return True, None
         except subprocess.TimeoutExpired:
             pass
         if started and not os.path.exists(started) and time.monotonic() > start_deadline:
-            return False
-    return True
+            return False, None
+        if time.monotonic() - checked > 20:
+            checked = time.monotonic()
+            lockup = _lockup(console)
+            if lockup:
+                return True, lockup
+    return True, None
 
 
 def describe():

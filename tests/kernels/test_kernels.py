@@ -160,11 +160,21 @@ def run_guest(name):
         tools = arm64vm.tools_dir() if name in ARM64 else TOOLS
         argv = ["/usr/bin/python3", guest_checks.__file__, "--tools", tools, "--out", out,
                 "--fuzz-seeds", *map(str, FUZZ_SEEDS), "--only", *checks_of(name)]
+        lockups = []
         for attempt in (1, 2):
-            # A boot that hangs (TCG, now and then) is tried once more.
+            # A boot that hangs (TCG, now and then) is tried once more; so is
+            # a guest whose kernel locked up, and the lockup is kept in its
+            # results (docs/kernels.md shows it).
+            if os.path.exists(out):
+                os.unlink(out)
             left = BUDGET - (datetime.datetime.now(datetime.timezone.utc) - _started).total_seconds()
             result = kernelvm.boot(k, argv, scratch, timeout=max(60, int(min(GUEST_TIMEOUT, left))),
                                    memory=GUEST_MEMORY, started=out)
+            if result.lockup and attempt == 1:
+                lockups.append(result.lockup)
+                print(f"kernels: {name}: the guest's kernel locked up ({result.lockup});"
+                      " booting it once more", file=sys.stderr)
+                continue
             if result.booted:
                 break
             print(f"kernels: {name}: boot {attempt} did not start the checks", file=sys.stderr)
@@ -181,6 +191,8 @@ def run_guest(name):
             results["unfinished"] = {"running": results.pop("running", None), "why": why[0],
                                      "error": error}
         results["guest_seconds"] = round((datetime.datetime.now() - started).total_seconds())
+        if lockups:
+            results["lockups"] = lockups
         for check in guest_checks.FUZZ_CHECKS:
             c = results["checks"].get(check, {})
             if c.get("report"):
@@ -759,6 +771,27 @@ def test_self_check_judge_passes_only_exit_0_with_nothing_refused():
             judge(stdout, rc)
 
 
+def test_a_guest_kernel_lockup_is_read_from_its_console(tmp_path):
+    """kernelvm._lockup on made-up consoles: a report of LOCKUP_S seconds or
+    more is found with the instruction it was stuck at (the last one
+    given); a shorter one, or none, is not a lockup."""
+    def console(*stuck):
+        lines = ["[    1.0] Linux version 6.1.0"]
+        for i, seconds in enumerate(stuck):
+            lines += [f"[ {100 + i}.0] watchdog: BUG: soft lockup - CPU#0 stuck for {seconds}s! "
+                      f"[cat:{292 + i}]", f"[ {100 + i}.0] Modules linked in: loop",
+                      f"[ {100 + i}.0] RIP: 0010:filemap_get_pages+0x{i:x}/0x630"]
+        path = tmp_path / f"console-{len(stuck)}"
+        path.write_text("\n".join(lines) + "\n")
+        return str(path)
+    limit = kernelvm.LOCKUP_S
+    assert kernelvm._lockup(console()) is None
+    assert kernelvm._lockup(console(limit - 1)) is None
+    assert kernelvm._lockup(console(limit - 30, limit + 20)) == \
+        f"CPU#0 stuck for {limit + 20}s! [cat:293] at filemap_get_pages+0x1/0x630"
+    assert kernelvm._lockup(str(tmp_path / "none")) is None
+
+
 def test_attach_ways_judge_refuses_half_a_design():
     """judge_attach_ways on made-up -v lines: the filemap points one way in
     both tools passes; half kprobes and half fentry, or the knob ignored
@@ -1078,6 +1111,10 @@ def render(outcomes, results):
         if "guest_seconds" in results.get(name, {}):
             lines.append(f"Checked in {results[name]['guest_seconds'] / 60:.1f} min "
                          "(boot included).")
+            lines.append("")
+        for lockup in results.get(name, {}).get("lockups", []):
+            lines.append(f"A first boot's kernel locked up ({lockup}); these results are "
+                         "the second boot's.")
             lines.append("")
         if "boot_error" in results.get(name, {}):
             lines.append("Did not boot or run the checks: "
