@@ -158,24 +158,14 @@ static __always_inline void page_access_map(struct address_space *mapping, __u64
  * folio mapped by finish_fault(); a shmem fault; a copy on write) when the
  * fault has ended, with the VMA read here, while the fault holds it.
  */
-/* include/linux/sched.h: set by exit_signals(), before exit_mm(). */
-#define PF_EXITING	0x00000004
-
 static __always_inline void page_access_rss(struct mm_struct *mm)
 {
 	struct thread_access *ta = thread_access(false);
 
 	if (!ta || ta->fault_state == FAULT_NONE || (__u64)mm != current_mm())
 		return;	/* no fault of the thread's, or one in another address space */
-	/*
-	 * An exiting thread's change is exit_mm()'s, not its last fault's:
-	 * before v6.2 it folds the thread's cached counts (sync_mm_rss()).
-	 */
-	if (BPF_CORE_READ(current_task(), flags) & PF_EXITING)
-		return;
-	if (fault_vma(ta) && !ta->vma_mapping)
-		return;	/* an anonymous VMA maps no file page (a count folded at its fault) */
-	ta->fault_flags |= FAULT_MAPPED_FILE;	/* no VMA: resolve_fault_end() counts it lost */
+	fault_vma(ta);	/* none found: resolve_fault_end() counts it lost */
+	ta->fault_flags |= FAULT_MAPPED_FILE;
 }
 
 /*
