@@ -198,8 +198,16 @@ def main():
     exporter = subprocess.Popen([CACHESTAT, "--cgroup", parent, "--openmetrics",
                                  f"127.0.0.1:{port}", "-j", "1"], stdout=subprocess.DEVNULL,
                                 stderr=subprocess.PIPE, text=True)
-    top = subprocess.Popen([CACHETOP, "--by", "cgroup", "--cgroup", parent, "-j", "1"],
-                           stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        top = subprocess.Popen([CACHETOP, "--by", "cgroup", "--cgroup", parent, "-j", "1"],
+                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    except OSError as err:
+        exporter.kill()
+        exporter.wait()
+        os.rmdir(parent)
+        sys.exit(f"soak_exporter: {CACHETOP}: {err.strerror}")
+    # SIGTERM stops the soak as Ctrl-C does: through the cleanup below.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     time.sleep(5)
     stop = threading.Event()
     churn = Churn(parent, files, stop)
@@ -235,6 +243,7 @@ def main():
         exact, got, want = exact_check(parent, data_dir, port)
     finally:
         stop.set()
+        churn.join(timeout=60)  # its last cgroup gone before the parent is removed
         status = {}
         for name, tool in (("exporter", exporter), ("cachetop", top)):
             if tool.poll() is None:
