@@ -10,11 +10,14 @@ container's overlay reads its files from the emulated disk.
 """
 import contextlib
 import os
-import shutil
-import signal
+import pathlib
 import subprocess
 import tempfile
-import time
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
+import private_dockerd  # noqa: E402
+from private_dockerd import docker  # noqa: E402
 
 TAG = "pagetrace-bench-pandas:1"
 NAME = "pagetrace-bench-pandas"
@@ -37,43 +40,13 @@ def root_tar(work):
     return path
 
 
-def docker(env, *args, check=True, **kw):
-    return subprocess.run(["docker", *args], env=env, capture_output=True, text=True,
-                          timeout=300, check=check, **kw)
-
-
 @contextlib.contextmanager
 def daemon(data_root):
-    """dockerd on a private socket in this namespace; the environment that
-    reaches it. Stopped (its containers with it) when the `with` ends."""
-    run_dir = tempfile.mkdtemp(prefix="pagetrace-bench-docker-", dir="/run")
-    sock = os.path.join(run_dir, "docker.sock")
-    env = dict(os.environ, DOCKER_HOST=f"unix://{sock}")
-    log = open(os.path.join(run_dir, "dockerd.log"), "w")
-    proc = subprocess.Popen(["dockerd", "--iptables=false", "--bridge=none",
-                             "--data-root", data_root, "--exec-root",
-                             os.path.join(run_dir, "exec"), "-H", f"unix://{sock}",
-                             "--pidfile", os.path.join(run_dir, "docker.pid"),
-                             "--containerd-namespace", "pagetrace-bench",
-                             "--containerd-plugins-namespace", "pagetrace-bench-plugins"],
-                            stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        deadline = time.monotonic() + 60
-        while docker(env, "version", check=False).returncode != 0:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("dockerd did not start: "
-                                   + open(log.name).read()[-300:])
-            time.sleep(0.2)
+    """dockerd on a private socket (tests/private_dockerd.py); the
+    environment that reaches it. Stopped (its containers with it) when the
+    `with` ends."""
+    with private_dockerd.daemon(data_root, "pagetrace-bench") as env:
         yield env
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-        shutil.rmtree(run_dir, ignore_errors=True)
 
 
 def ensure_image(env, root_tar):

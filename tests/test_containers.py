@@ -33,12 +33,13 @@ import cachefuzz_check
 import loopimg
 from conftest import REPO, require_root, wait_ready
 from pagecache_util import PAGE, cached_since_eviction, evict
+from private_dockerd import DOCKER, docker
+import private_dockerd
 from test_cgroup import CACHESTAT, CACHETOP, _own_cgroup, attached, interval_ends, stopped
 from test_trace import TRACE
 from trace_oracle import Trace
 
 MiB = 1 << 20
-DOCKER = "/usr/bin/docker"      # docker.io's CLI, the daemon's own version
 PAGETRACE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                          "scripts", "pagetrace")
 READER_C = r"""
@@ -73,55 +74,12 @@ int main(int argc, char **argv)
 """
 
 
-def docker(env, *args, **kw):
-    kw.setdefault("check", True)
-    return subprocess.run([DOCKER, *args], env=env, capture_output=True, text=True,
-                          timeout=120, **kw)
-
-
-def _docker_cgroups():
-    """The cgroups dockerd makes for its containers' parent, /docker, in
-    each hierarchy (cgroupfs driver)."""
-    return {os.path.join("/sys/fs/cgroup", h, "docker") for h in os.listdir("/sys/fs/cgroup")
-            if os.path.isdir(os.path.join("/sys/fs/cgroup", h, "docker"))} | \
-        ({"/sys/fs/cgroup/docker"} if os.path.isdir("/sys/fs/cgroup/docker") else set())
-
-
 @contextlib.contextmanager
 def daemon(data_root):
-    """dockerd on a private socket; stopped (its containers with it) on exit,
-    and the parent cgroups it made removed."""
-    had = _docker_cgroups()
-    run_dir = tempfile.mkdtemp(prefix="pagetrace-test-docker-", dir="/run")
-    sock = os.path.join(run_dir, "docker.sock")
-    env = dict(os.environ, DOCKER_HOST=f"unix://{sock}",
-               PATH="/usr/bin:/usr/sbin:" + os.environ.get("PATH", ""))
-    log = open(os.path.join(run_dir, "dockerd.log"), "w")
-    proc = subprocess.Popen(["dockerd", "--iptables=false", "--bridge=none",
-                             "--data-root", data_root, "--exec-root", os.path.join(run_dir, "exec"),
-                             "-H", f"unix://{sock}", "--pidfile", os.path.join(run_dir, "docker.pid"),
-                             "--containerd-namespace", "pagetrace-test",
-                             "--containerd-plugins-namespace", "pagetrace-test-plugins"],
-                            stdout=log, stderr=subprocess.STDOUT, env=env)
-    try:
-        deadline = time.monotonic() + 60
-        while docker(env, "version", check=False).returncode != 0:
-            assert proc.poll() is None, open(log.name).read()[-2000:]
-            assert time.monotonic() < deadline, "dockerd did not answer within 60 s"
-            time.sleep(0.2)
+    """dockerd on a private socket (tests/private_dockerd.py); stopped (its
+    containers with it) on exit, and the parent cgroups it made removed."""
+    with private_dockerd.daemon(data_root, "pagetrace-test") as env:
         yield env
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-        log.close()
-        shutil.rmtree(run_dir, ignore_errors=True)
-        for cgroup in _docker_cgroups() - had:
-            with contextlib.suppress(OSError):
-                os.rmdir(cgroup)
 
 
 @pytest.fixture(scope="module")
