@@ -27,6 +27,13 @@
 #ifndef PAGETRACE_ARCH_FAULTS_BPF_H
 #define PAGETRACE_ARCH_FAULTS_BPF_H
 
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "traced_tasks.bpf.h"
+#include "fault_state.bpf.h"
+
 #if defined(__TARGET_ARCH_arm64)
 /*
  * user_mode(regs) (arch/arm64/include/asm/ptrace.h): the exception was

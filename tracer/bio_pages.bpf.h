@@ -9,19 +9,19 @@
  * *metadata*: device pages, numbered from the bio's sector (see
  * metadata_page() for which pages those are).
  *
- * The includer defines on_read_run(walk) before including this header: it
- * receives each run (walk->run) as the walk moves on, and must also be
- * called for the last run after walk_bio().
+ * Each run goes to the sink on_read_run(walk) (sinks.bpf.h) as the walk
+ * moves on; the caller hands it the last run after walk_bio().
  */
 #ifndef PAGETRACE_BIO_PAGES_BPF_H
 #define PAGETRACE_BIO_PAGES_BPF_H
 
 #include "vmlinux.h"
-#include "scratch.bpf.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
 #include "core_fixes.bpf.h"
-#include "page_access.bpf.h"	/* page_shift, use_bpf_loop */
+#include "scratch.bpf.h"
+#include "page_math.bpf.h"
+#include "sinks.bpf.h"
 #include "traced_tasks.bpf.h"	/* struct read_context */
 
 #define S_IFMT		00170000
@@ -44,9 +44,6 @@ struct page_run {
 
 /* trace: also record metadata (cachestat and cachetop count file pages only). */
 const volatile bool want_metadata = false;
-
-struct bio_walk;
-static __always_inline void on_read_run(struct bio_walk *walk);
 
 /* Words @w are a page-cache folio's (clean mapping) that is being filled. */
 static __always_inline bool words_being_filled(const struct page_words *w)

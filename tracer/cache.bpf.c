@@ -22,8 +22,16 @@
 #include <bpf/bpf_core_read.h>
 #include "cache.h"
 #include "core_fixes.bpf.h"
+#include "page_math.bpf.h"
+#include "sinks.bpf.h"
+#include "traced_tasks.bpf.h"
+#include "process_vmas.bpf.h"
 #include "page_access.bpf.h"
 #include "bio_pages.bpf.h"
+#include "file_path.bpf.h"
+#include "programs.bpf.h"
+#include "arch_faults.bpf.h"
+#include "filemap_kprobes.bpf.h"
 
 /* cachetop: keep counts per process (tgid), per file, per cgroup. */
 const volatile bool per_process = false;
@@ -83,6 +91,17 @@ static __always_inline __u64 wakeup_flags(void)
 		BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
 }
 
+/* The sinks of file_path.bpf.h (sinks.bpf.h). */
+static __always_inline void *events_reserve(__u64 size)
+{
+	return bpf_ringbuf_reserve(&events, size, 0);
+}
+
+static __always_inline void events_submit(void *event)
+{
+	bpf_ringbuf_submit(event, wakeup_flags());
+}
+
 static __always_inline void on_path_lost(void)
 {
 	add(CACHE_LOST_PATH, 1);
@@ -98,12 +117,6 @@ static __always_inline void on_task_lost(void)
 {
 	add(CACHE_LOST_TASKS, 1);
 }
-
-#include "file_path.bpf.h"
-#include "traced_tasks.bpf.h"
-#include "programs.bpf.h"
-#include "arch_faults.bpf.h"
-#include "filemap_kprobes.bpf.h"
 
 static __always_inline struct process_counts *current_process(void)
 {
@@ -202,10 +215,11 @@ static __always_inline void account(struct inode *inode, const struct file_id *i
 		count_in(current_cgroup(), delta);
 }
 
-/* page_access.bpf.h hooks */
+/* The sinks of page_access.bpf.h: cachestat and cachetop count. */
 static __always_inline void on_access(struct inode *inode, const struct page_chunk_key *key,
-				      __u64 first_mask, __u32 hits, __u32 misses, __u32 how)
+				      const struct chunk_access *access)
 {
+	__u32 hits = access->hits, misses = access->misses;
 	struct cache_counts delta = { .hits = hits, .misses = misses };
 
 	if (hits || misses)
@@ -235,7 +249,7 @@ static __always_inline void on_fault_lost(void)
 	add(CACHE_LOST_FAULT, 1);
 }
 
-/* bio_pages.bpf.h hook: pages read from storage are pending until accessed. */
+/* The sink of bio_pages.bpf.h: pages read from storage are pending until accessed. */
 static __always_inline void on_read_run(struct bio_walk *walk)
 {
 	page_access_read_from_storage((struct inode *)walk->run.inode, walk->run.first,

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Part of page_access.bpf.h (included by it only, after read_calls.bpf.h): a
+ * A module of the page-access engine (page_access.bpf.h), on read_calls: a
  * fault's access and its fault-around. filemap:mm_filemap_fault is the access
  * of the faulting page; filemap:mm_filemap_map_pages maps a range, of which the
  * faulting page (found from the fault's address and its VMA, struct
@@ -14,6 +14,20 @@
  */
 #ifndef PAGETRACE_FAULT_AROUND_BPF_H
 #define PAGETRACE_FAULT_AROUND_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include "core_fixes.bpf.h"
+#include "thread_storage.bpf.h"
+#include "scratch.bpf.h"
+#include "page_math.bpf.h"
+#include "page_state.bpf.h"
+#include "sinks.bpf.h"
+#include "process_vmas.bpf.h"
+#include "page_cache_walk.bpf.h"
+#include "read_calls.bpf.h"
+#include "vma_lookup.bpf.h"
 
 /* filemap:mm_filemap_fault(mapping, index): once per fault, retries too. */
 static __always_inline void page_access_fault(struct address_space *mapping, __u64 index)

@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Part of page_access.bpf.h (included by it only, after fault_around.bpf.h):
+ * A module of the page-access engine (page_access.bpf.h), on fault_around:
  * what is resolved after the fact. Faults that left no filemap event
  * (silent faults, DEFERRED_SILENT a thread), the deferred fault-arounds of
  * fault_around.bpf.h, read from the page tables at the thread's next system
- * call or fault; the entry points of a fault starting, of pages read from
- * storage, and of a thread ending.
+ * call or fault; the entry points of a fault starting and of a thread
+ * ending.
  *
  * Invariants: every deferred fault is resolved at the next system call, fault
  * or thread exit, or counted lost (on_fault_lost()); a fault counts its page
@@ -13,6 +13,20 @@
  */
 #ifndef PAGETRACE_FAULT_STATE_BPF_H
 #define PAGETRACE_FAULT_STATE_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include "core_fixes.bpf.h"
+#include "thread_storage.bpf.h"
+#include "scratch.bpf.h"
+#include "page_math.bpf.h"
+#include "page_state.bpf.h"
+#include "sinks.bpf.h"
+#include "page_cache_walk.bpf.h"
+#include "read_calls.bpf.h"
+#include "vma_lookup.bpf.h"
+#include "fault_around.bpf.h"
 
 /*
  * A fault that fault-around serves by mapping a whole PMD-sized folio
@@ -190,7 +204,8 @@ static __always_inline void map_chunk_from_ptes(struct inode *inode, struct page
 		return;
 	if (account && (mapped & fault_bit)) {
 		first = mark_accessed(state, fault_bit, &hits, &misses);
-		on_access(inode, key, first, hits, misses, ACCESS_BY_FAULT);
+		on_access(inode, key,
+			  &(struct chunk_access){ first, hits, misses, ACCESS_BY_FAULT });
 	}
 	new_map = mapped & ~fault_bit & ~state->accessed & ~state->mapped;
 	state->mapped |= new_map;
@@ -501,68 +516,6 @@ static __always_inline void page_access_fault_start(__u64 address, bool user_mod
 	ta->fault_state = FAULT_STARTED;
 	ta->fault_expects_read = 0;
 	ta->fault_folio_check = 0;
-}
-
-/*
- * Pages read from storage (count_hits only): pending until accessed. A walk
- * of its own, lighter than struct chunk_walk: it runs inside the bio walk's
- * bpf_loop callback, and kernels before v6.13 allow 512 bytes of stack for
- * the whole call chain (core_fixes.bpf.h, read_scratch).
- */
-struct pending_walk {
-	struct page_chunk_key key;
-	__u64 first, last;	/* pages, inclusive */
-	__u64 skip_index;	/* a fault's page, counted as its miss already; or -1 */
-};
-
-static long mark_pending_chunk(__u32 i, struct pending_walk *walk)
-{
-	__u64 chunk = (walk->first >> CHUNK_SHIFT) + i;
-	__u64 base = chunk << CHUNK_SHIFT, mask;
-	struct page_chunk *state;
-
-	if (chunk > (walk->last >> CHUNK_SHIFT))
-		return 1;
-	walk->key.chunk = chunk;
-	mask = range_mask(chunk, walk->first, walk->last);
-	if (walk->skip_index >= base && walk->skip_index < base + CHUNK_PAGES)
-		mask &= ~(1ULL << (walk->skip_index - base));
-	state = chunk_state(&walk->key, mask != 0);
-	if (state)
-		state->pending |= mask;
-	return 0;
-}
-
-static __always_inline void page_access_read_from_storage(struct inode *inode, __u64 first,
-							  __u64 nr_pages)
-{
-	struct address_space *fault_mapping;
-	struct pending_walk walk = {};
-	struct thread_access *ta;
-	__u64 chunks;
-
-	if (!count_hits || !inode || !nr_pages || !use_bpf_loop)
-		return;
-	file_id_of(inode, &walk.key.file);
-	walk.first = first;
-	walk.last = first + nr_pages - 1;
-	walk.skip_index = (__u64)-1;
-	ta = thread_access(false);
-	if (ta && ta->fault_expects_read && ta->fault_mapping &&
-	    (fault_mapping = (struct address_space *)ta->fault_mapping) &&
-	    BPF_CORE_READ(fault_mapping, host) == inode &&
-	    ta->fault_index >= walk.first && ta->fault_index <= walk.last) {
-		walk.skip_index = ta->fault_index;
-		ta->fault_expects_read = 0;
-	}
-	chunks = (walk.last >> CHUNK_SHIFT) - (walk.first >> CHUNK_SHIFT) + 1;
-	if (chunks == 1) {
-		mark_pending_chunk(0, &walk);
-		return;
-	}
-	bpf_loop(MAX_CHUNKS, mark_pending_chunk, &walk, 0);
-	if (chunks > MAX_CHUNKS)
-		on_walk_cut_short();
 }
 
 /*

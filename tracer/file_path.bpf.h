@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * Send the name of a file to user space once (struct path_event), for
- * trace and cachetop. The includer defines, before including this header,
- * the ring buffer `events`, wakeup_flags() (when to wake the reader) and
- * on_path_lost() (the ring buffer was full).
+ * trace and cachetop, through the tool's ring buffer (the sinks
+ * events_reserve() and events_submit(); on_path_lost() when it is full:
+ * sinks.bpf.h).
  */
 #ifndef PAGETRACE_FILE_PATH_BPF_H
 #define PAGETRACE_FILE_PATH_BPF_H
@@ -13,7 +13,7 @@
 #include <bpf/bpf_core_read.h>
 #include "file_path.h"
 #include "core_fixes.bpf.h"
-#include "page_access.bpf.h"	/* file_id_of() */
+#include "sinks.bpf.h"
 
 /* Files whose name was already sent, so that each name goes out once. */
 struct {
@@ -81,7 +81,7 @@ __noinline int emit_file_path(__u64 inode_addr, __u64 dev_generation, __u64 ino)
 	    bpf_map_update_elem(&named_files, &id, &one, BPF_NOEXIST))
 		return 1;	/* sent before */
 
-	event = bpf_ringbuf_reserve(&events, sizeof(*event), 0);
+	event = events_reserve(sizeof(*event));
 	if (!event) {
 		/* Forget it, so that the next read of the file tries again. */
 		bpf_map_delete_elem(&named_files, &id);
@@ -109,7 +109,7 @@ __noinline int emit_file_path(__u64 inode_addr, __u64 dev_generation, __u64 ino)
 	if (dentry)
 		event->flags |= PATH_TOO_DEEP;
 	event->depth = depth;
-	bpf_ringbuf_submit(event, wakeup_flags());
+	events_submit(event);
 	return 1;
 }
 

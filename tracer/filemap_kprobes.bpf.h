@@ -25,6 +25,14 @@
 #ifndef PAGETRACE_FILEMAP_KPROBES_BPF_H
 #define PAGETRACE_FILEMAP_KPROBES_BPF_H
 
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include "thread_storage.bpf.h"
+#include "sinks.bpf.h"
+#include "traced_tasks.bpf.h"
+#include "programs.bpf.h"
+
 enum filemap_call { CALL_GET_PAGES, CALL_MAP_PAGES, NR_FILEMAP_CALLS };
 
 struct filemap_call_key {

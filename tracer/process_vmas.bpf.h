@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Part of page_access.bpf.h (included by it only): the file VMAs that a
+ * Of the page-access engine (page_access.bpf.h): the file VMAs that a
  * process's mmap calls made, any thread's, for a fault whose VMA lookup
  * finds the mmap lock busy in a thread that made no such call itself
  * (fault_vma(); the thread's own last VMA is tried first). Browsers fault
@@ -21,6 +21,10 @@
  */
 #ifndef PAGETRACE_PROCESS_VMAS_BPF_H
 #define PAGETRACE_PROCESS_VMAS_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
 
 #define PROCESS_VMAS	32	/* a power of two */
 
@@ -91,9 +95,10 @@ static __always_inline void process_vma_record(__u64 mapping, __u64 start, __u64
  * A file VMA that a lookup found, for the process's other threads: the
  * executable's and the interpreter's, which exec maps with no mmap call, and
  * those mapped before tracing began. Recorded unless a record has it. In a
- * frame of its own, off the chain of the walk's frames.
+ * frame of its own, off the chain of the walk's frames. Called by
+ * fault_around.bpf.h: unused where this header is built alone.
  */
-static __noinline void process_vma_found(__u64 mapping, __u64 start, __u64 end, __u64 pgoff)
+static __noinline __attribute__((unused)) void process_vma_found(__u64 mapping, __u64 start, __u64 end, __u64 pgoff)
 {
 	struct process_vmas *pv = process_vmas_of(current_mm(), false);
 

@@ -3,13 +3,20 @@
  * How the tracer tools define their programs: each tracepoint program twice,
  * from one line (TRACEPOINT_PROGRAMS), and the programs that trace --used
  * and the cache tools share: fault-around and the start of read system
- * calls (PAGE_ACCESS_PROGRAMS, to be used after traced_tasks.bpf.h and
- * page_access.bpf.h are included).
+ * calls (PAGE_ACCESS_PROGRAMS). The filemap functions' programs hand their
+ * events to the tool's handle_get_pages() and handle_fault() (sinks.bpf.h).
  */
 #ifndef PAGETRACE_PROGRAMS_BPF_H
 #define PAGETRACE_PROGRAMS_BPF_H
 
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "page_math.bpf.h"
+#include "sinks.bpf.h"
+#include "traced_tasks.bpf.h"
+#include "page_access.bpf.h"
 
 /*
  * Every program twice, from one line: as tp_btf (typed arguments, preferred)
@@ -117,10 +124,6 @@ static __always_inline __s64 last_file_page(struct address_space *mapping)
 
 	return size > 0 ? (__s64)((__u64)(size - 1) >> page_shift) : -1;
 }
-
-/* The tool's handlers of the filemap tracepoints (trace.bpf.c, cache.bpf.c). */
-static __always_inline int handle_get_pages(struct address_space *mapping, __u64 index, __u64 last);
-static __always_inline int handle_fault(struct address_space *mapping, __u64 index);
 
 /* filemap_get_pages(iocb, count_or_iter, ...) has returned @ret. */
 static __always_inline int filemap_get_pages_done(struct kiocb *iocb, __u64 count_or_iter, int ret)

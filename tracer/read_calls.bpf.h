@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Part of page_access.bpf.h (included by it only, after page_cache_walk.bpf.h):
+ * A module of the page-access engine (page_access.bpf.h), on the chunk walk:
  * the read calls. filemap:mm_filemap_get_pages is an access of the pages it
  * asked for; sys_enter of read, pread64, readv, preadv and preadv2 remembers
  * where the call starts (the thread's syscall_* fields), for the batches
@@ -11,6 +11,15 @@
  */
 #ifndef PAGETRACE_READ_CALLS_BPF_H
 #define PAGETRACE_READ_CALLS_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/bpf_core_read.h>
+#include "thread_storage.bpf.h"
+#include "page_math.bpf.h"
+#include "page_state.bpf.h"
+#include "page_cache_walk.bpf.h"
 
 /* ------------------------------------------------------------------ */
 /* Entry points                                                        */

@@ -30,8 +30,16 @@
 #include <bpf/bpf_core_read.h>
 #include "trace.h"
 #include "core_fixes.bpf.h"
+#include "page_math.bpf.h"
+#include "sinks.bpf.h"
+#include "traced_tasks.bpf.h"
+#include "process_vmas.bpf.h"
 #include "page_access.bpf.h"
 #include "bio_pages.bpf.h"
+#include "file_path.bpf.h"
+#include "programs.bpf.h"
+#include "arch_faults.bpf.h"
+#include "filemap_kprobes.bpf.h"
 
 const volatile bool want_cause = false;
 /* --used: record first accesses and fault-around mappings (page_access.bpf.h). */
@@ -161,17 +169,21 @@ __noinline int throttled_for_traced(__u64 blkcg)
 	return bpf_map_lookup_elem(&traced_io_cgroups, &css) != NULL;
 }
 
-#include "traced_tasks.bpf.h"
-#include "programs.bpf.h"
-#include "arch_faults.bpf.h"
-#include "filemap_kprobes.bpf.h"
+/* The sinks of file_path.bpf.h (sinks.bpf.h). */
+static __always_inline void *events_reserve(__u64 size)
+{
+	return bpf_ringbuf_reserve(&events, size, 0);
+}
+
+static __always_inline void events_submit(void *event)
+{
+	bpf_ringbuf_submit(event, wakeup_flags());
+}
 
 static __always_inline void on_path_lost(void)
 {
 	count(COUNTER_LOST_PATH);
 }
-
-#include "file_path.bpf.h"
 
 /* A pages event for @nr_pages pages from @first, its file left to the caller. */
 static __always_inline struct pages_event *reserve_pages(__u64 first, __u64 nr_pages,
@@ -241,7 +253,7 @@ __noinline int emit_metadata_run(__u32 dev, __u64 first, __u64 nr_pages, __u64 t
 	return 0;
 }
 
-/* page_access.bpf.h hooks: trace writes first accesses and mappings. */
+/* The sinks of page_access.bpf.h: trace writes first accesses and mappings. */
 static __always_inline void emit_marks(struct inode *inode, const struct page_chunk_key *key,
 				       __u64 mask, __u32 record, __u32 how)
 {
@@ -272,9 +284,9 @@ static __always_inline void emit_marks(struct inode *inode, const struct page_ch
 }
 
 static __always_inline void on_access(struct inode *inode, const struct page_chunk_key *key,
-				      __u64 first_mask, __u32 hits, __u32 misses, __u32 how)
+				      const struct chunk_access *access)
 {
-	emit_marks(inode, key, first_mask, RECORD_ACCESS, how);
+	emit_marks(inode, key, access->first, RECORD_ACCESS, access->how);
 }
 
 static __always_inline void on_map(struct inode *inode, const struct page_chunk_key *key,
@@ -309,7 +321,7 @@ static __always_inline __u32 cause_for(const struct bio_walk *walk, __u64 inode)
 	return walk->unexplained_cause;
 }
 
-/* bio_pages.bpf.h hook: a run of pages read from storage becomes a record. */
+/* The sink of bio_pages.bpf.h: a run of pages read from storage becomes a record. */
 static __always_inline void on_read_run(struct bio_walk *walk)
 {
 	if (walk->run.metadata) {

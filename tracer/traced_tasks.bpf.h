@@ -5,7 +5,7 @@
  * is traced from the moment it joins until it leaves), or those in
  * traced_tids, which user space seeds (a command it starts, a process it
  * adopts) and sched_process_fork/exit keep up to date. Shared by trace and
- * cachetop. The includer defines on_task_lost() (traced_tids full) and
+ * cachetop. It tells the sinks on_task_lost() (traced_tids full) and
  * on_thread_traced() (a thread seen traced for the first time).
  *
  * A traced thread also gets task-local storage (thread_states) at its first
@@ -20,8 +20,9 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_core_read.h>
-#include "thread_storage.bpf.h"
 #include "core_fixes.bpf.h"
+#include "thread_storage.bpf.h"
+#include "sinks.bpf.h"
 
 /* Per-thread memory of the last readahead/fault trigger, for "cause". */
 struct read_context {
@@ -50,11 +51,6 @@ struct {
 
 THREAD_STORAGE_MAP(thread_states, struct read_context);
 static const struct read_context no_read_context;
-
-/* Defined by the includer. */
-static __always_inline void on_task_lost(void);
-/* A thread is seen traced for the first time (at fork, or its first event). */
-static __always_inline void on_thread_traced(struct task_struct *task);
 
 /* Is @task in the --cgroup cgroup, or below it? */
 static __noinline bool in_target_cgroup(struct task_struct *task)

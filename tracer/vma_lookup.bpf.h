@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
- * Part of page_access.bpf.h (included by it only): a fault's VMA and its
+ * A module of the page-access engine (page_access.bpf.h): a fault's VMA and its
  * file page (struct vma_lookup, bpf_find_vma()'s callback), and the VMA
  * that holds an address of the current address space read from its maple
  * tree (mm->mm_mt) without the mmap lock, as lock_vma_under_rcu() reads it.
@@ -26,6 +26,14 @@
  */
 #ifndef PAGETRACE_VMA_LOOKUP_BPF_H
 #define PAGETRACE_VMA_LOOKUP_BPF_H
+
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_core_read.h>
+#include "core_fixes.bpf.h"
+#include "page_math.bpf.h"
+#include "process_vmas.bpf.h"
+#include "page_cache_walk.bpf.h"
 
 struct vma_lookup {
 	__u64 address;

@@ -1,0 +1,114 @@
+"""The BPF modules of tracer/ as a codebase: every tracer/*.bpf.h compiles
+alone (`make check-headers`, scripts/check-headers), includes only at the
+top of a file, and one declared sink interface (tracer/sinks.bpf.h) in place
+of functions that a header leaves to its includer. Compiling only: no root,
+nothing loaded."""
+import glob
+import os
+import re
+import subprocess
+
+import pytest
+
+from conftest import REPO
+
+pytestmark = pytest.mark.unit
+
+TRACER = os.path.join(REPO, "tracer")
+SINKS = os.path.join(TRACER, "sinks.bpf.h")
+TOOLS = ("trace", "cache")
+COMMENT = re.compile(r"/\*.*?\*/|//[^\n]*", re.S)
+# A static function declared without a body: `static ... name(...);`.
+PROTOTYPE = re.compile(r"^static\s[^;{}()]*?\b(\w+)\s*\([^;{}]*\)\s*;", re.M)
+# A static function defined: `static ... name(...)` followed by its body.
+DEFINITION = r"^static\s[^;{{}}()]*?\b{}\s*\([^;{{}}]*\)\s*\{{"
+
+
+def bpf_sources():
+    return sorted(glob.glob(os.path.join(TRACER, "*.bpf.h")) +
+                  glob.glob(os.path.join(TRACER, "*.bpf.c")))
+
+
+def code_of(path):
+    with open(path) as f:
+        return COMMENT.sub("", f.read())
+
+
+def test_every_header_compiles_alone():
+    subprocess.run(["make", "-s", "-C", TRACER, ".output/vmlinux.h"], check=True)
+    run = subprocess.run([os.path.join(REPO, "scripts", "check-headers"), TRACER],
+                         capture_output=True, text=True)
+    headers = len(glob.glob(os.path.join(TRACER, "*.bpf.h")))
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert f": {headers} of {headers} " in run.stdout, run.stdout
+
+
+def test_check_headers_fails_on_a_header_that_uses_what_it_does_not_include(tmp_path):
+    """The gate can fail: a header that uses core_fixes.bpf.h's shim without
+    including it is reported, and the script exits 1."""
+    subprocess.run(["make", "-s", "-C", TRACER, ".output/vmlinux.h"], check=True)
+    os.makedirs(tmp_path / ".output")
+    os.symlink(os.path.join(TRACER, ".output", "vmlinux.h"), tmp_path / ".output" / "vmlinux.h")
+    (tmp_path / "alone.bpf.h").write_text('#include "vmlinux.h"\n')
+    (tmp_path / "leans.bpf.h").write_text(
+        '#include "vmlinux.h"\nstatic inline int f(struct inode *i) { return inode_nlink(i); }\n')
+    run = subprocess.run([os.path.join(REPO, "scripts", "check-headers"), str(tmp_path)],
+                         capture_output=True, text=True)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "leans.bpf.h: does not compile alone" in run.stdout
+    assert ": 1 of 2 " in run.stdout
+
+
+def test_includes_only_at_the_top():
+    """No include in the middle or at the bottom of a file: after the first
+    line of code (a declaration, a definition, a macro), none."""
+    late = []
+    for path in bpf_sources():
+        code_started = False
+        for number, line in enumerate(code_of(path).splitlines(), 1):
+            stripped = line.strip()
+            if stripped.startswith("#include"):
+                if code_started:
+                    late.append(f"{os.path.relpath(path, REPO)}:{number}: {stripped}")
+            elif stripped and not re.match(r"#\s*(ifndef|define \w+_H$|if|endif)", stripped):
+                code_started = True
+    assert not late, "includes after code:\n" + "\n".join(late)
+
+
+def sink_names():
+    names = PROTOTYPE.findall(code_of(SINKS))
+    assert len(names) >= 10, names
+    return names
+
+
+def test_no_header_leaves_a_function_to_its_includer():
+    """Only sinks.bpf.h declares functions that another file defines."""
+    left = {}
+    for path in glob.glob(os.path.join(TRACER, "*.bpf.h")):
+        if path == SINKS:
+            continue
+        code = code_of(path)
+        for name in PROTOTYPE.findall(code):
+            if not re.search(DEFINITION.format(re.escape(name)), code, re.M):
+                left.setdefault(os.path.basename(path), []).append(name)
+    assert not left, f"functions left to the includer, outside sinks.bpf.h: {left}"
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_each_tool_defines_every_sink(tool):
+    code = code_of(os.path.join(TRACER, f"{tool}.bpf.c"))
+    missing = [name for name in sink_names()
+               if not re.search(DEFINITION.format(re.escape(name)), code, re.M)]
+    assert not missing, f"{tool}.bpf.c does not define the sinks {missing}"
+
+
+@pytest.mark.parametrize("tool", TOOLS)
+def test_objects_call_nothing_undefined(tool):
+    """A sink left undefined compiles (its warning is off for sinks.bpf.h's
+    declarations) into a call of an undefined symbol: none in the objects."""
+    obj = os.path.join(TRACER, ".output", f"{tool}.bpf.o")
+    assert os.path.exists(obj), f"{obj}: missing: run make first"
+    nm = "llvm-nm" if subprocess.run(["which", "llvm-nm"], capture_output=True).returncode == 0 \
+        else "nm"
+    run = subprocess.run([nm, "-u", obj], capture_output=True, text=True, check=True)
+    assert run.stdout.split() == [], f"{tool}.bpf.o: undefined: {run.stdout}"
