@@ -98,6 +98,7 @@ static __always_inline void filemap_calls_exit(__u32 tid)
 }
 
 #define FILEMAP_KPROBE_PROGRAMS()							\
+FILEMAP_FAULT_PROGRAM(kprobe_fault, "kprobe/filemap_fault", BPF_KPROBE)			\
 SEC("kprobe/filemap_get_pages")								\
 int BPF_KPROBE(kprobe_get_pages, struct kiocb *iocb, __u64 count_or_iter)		\
 {											\
@@ -112,11 +113,6 @@ int BPF_KRETPROBE(kretprobe_get_pages, int ret)						\
 	if (!filemap_call_returns(CALL_GET_PAGES, &a))					\
 		return 0;								\
 	return filemap_get_pages_done((struct kiocb *)a.args[0], a.args[1], ret);	\
-}											\
-SEC("kprobe/filemap_fault")								\
-int BPF_KPROBE(kprobe_fault, struct vm_fault *vmf)					\
-{											\
-	return filemap_fault_starts(vmf);						\
 }											\
 SEC("kprobe/filemap_map_pages")								\
 int BPF_KPROBE(kprobe_map_pages, struct vm_fault *vmf, unsigned long start,		\

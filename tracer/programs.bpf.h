@@ -161,6 +161,17 @@ static __always_inline int filemap_map_pages_done(struct vm_fault *vmf, __u64 st
 	return handle_map_pages(mapping, start, end > (__u64)last ? (__u64)last : end, vmf);
 }
 
+/*
+ * filemap_fault() at its start, as fentry or as kprobe (filemap_kprobes.bpf.h):
+ * @prog is BPF_PROG or BPF_KPROBE, which read the argument each its way.
+ */
+#define FILEMAP_FAULT_PROGRAM(name, section, prog)				\
+SEC(section)									\
+int prog(name, struct vm_fault *vmf)						\
+{										\
+	return filemap_fault_starts(vmf);					\
+}
+
 #define FILEMAP_FUNCTION_PROGRAMS()							\
 SEC("fexit/filemap_get_pages")							\
 int BPF_PROG(fexit_get_pages, struct kiocb *iocb, __u64 count_or_iter)		\
@@ -170,11 +181,7 @@ int BPF_PROG(fexit_get_pages, struct kiocb *iocb, __u64 count_or_iter)		\
 	bpf_get_func_ret(ctx, &ret);						\
 	return filemap_get_pages_done(iocb, count_or_iter, (int)ret);		\
 }										\
-SEC("fentry/filemap_fault")							\
-int BPF_PROG(fentry_fault, struct vm_fault *vmf)				\
-{										\
-	return filemap_fault_starts(vmf);					\
-}										\
+FILEMAP_FAULT_PROGRAM(fentry_fault, "fentry/filemap_fault", BPF_PROG)		\
 SEC("fexit/filemap_map_pages")							\
 int BPF_PROG(fexit_map_pages, struct vm_fault *vmf, unsigned long start,	\
 	     unsigned long end)							\

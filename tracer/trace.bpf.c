@@ -185,6 +185,18 @@ static __always_inline void on_path_lost(void)
 	count(COUNTER_LOST_PATH);
 }
 
+/*
+ * The fields every record of trace.h ends with: the thread that caused it
+ * and the page size.
+ */
+#define SET_THREAD_FIELDS(event, id)						\
+	do {									\
+		(event)->pid = (id) >> 32;					\
+		(event)->tid = (__u32)(id);					\
+		(event)->page_shift = page_shift;				\
+		bpf_get_current_comm((event)->comm, sizeof((event)->comm));	\
+	} while (0)
+
 /* A pages event for @nr_pages pages from @first, its file left to the caller. */
 static __always_inline struct pages_event *reserve_pages(__u64 first, __u64 nr_pages,
 							 __u64 ts_ns, __u32 cause)
@@ -201,11 +213,8 @@ static __always_inline struct pages_event *reserve_pages(__u64 first, __u64 nr_p
 	event->nr_pages = nr_pages;
 	event->ts_ns = ts_ns;
 	event->index = first;
-	event->pid = id >> 32;
-	event->tid = (__u32)id;
+	SET_THREAD_FIELDS(event, id);
 	event->cause = cause;
-	event->page_shift = page_shift;
-	bpf_get_current_comm(event->comm, sizeof(event->comm));
 	return event;
 }
 
@@ -275,11 +284,8 @@ static __always_inline void emit_marks(struct inode *inode, const struct page_ch
 	event->file = key->file;
 	event->base = key->chunk << CHUNK_SHIFT;
 	event->mask = mask;
-	event->pid = id >> 32;
-	event->tid = (__u32)id;
+	SET_THREAD_FIELDS(event, id);
 	event->how = how;
-	event->page_shift = page_shift;
-	bpf_get_current_comm(event->comm, sizeof(event->comm));
 	bpf_ringbuf_submit(event, wakeup_flags());
 }
 
