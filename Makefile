@@ -61,7 +61,8 @@ test-kernels: all
 	$(PYTHON) -m pytest -ra tests/kernels --ignore=tests/kernels/test_stap.py
 
 # Which tracer/*.bpf.h compile alone, each in an empty .bpf.c (the kernel's
-# header tests); lists those that do not, exit 1 then. Not run by CI.
+# header tests); lists those that do not, exit 1 then. make test runs it
+# (tests/test_bpf_modules.py).
 check-headers:
 	$(MAKE) -s -C tracer .output/vmlinux.h
 	scripts/check-headers tracer

@@ -112,3 +112,34 @@ def test_objects_call_nothing_undefined(tool):
         else "nm"
     run = subprocess.run([nm, "-u", obj], capture_output=True, text=True, check=True)
     assert run.stdout.split() == [], f"{tool}.bpf.o: undefined: {run.stdout}"
+
+
+# Evidence in a comment, beyond tests/test_docs.py's dates, seeds and run
+# counts: counts of scripts or batches ("in 100 scripts", "100+100 random
+# scripts", "one batch of 100").
+SCRIPT_COUNT = re.compile(r"\b\d[\d,+]*\s+(?:\w+\s+){0,2}(?:scripts|batch(?:es)?)\b"
+                          r"|\bbatch(?:es)? of \d", re.I)
+
+
+def script_counts(text):
+    return [m.group(0) for c in COMMENT.findall(text) for m in SCRIPT_COUNT.finditer(c)]
+
+
+def test_bpf_comments_keep_no_evidence():
+    """Comments of tracer/*.bpf.* state invariants and the kernel's reasons;
+    seeds, dates and run counts (tests/test_docs.py's patterns), and counts
+    of scripts, are in docs/lab/fault-path-cases.md, cited by its sections."""
+    import test_docs
+    found = []
+    for path in bpf_sources():
+        rel = os.path.relpath(path, REPO)
+        with open(path) as f:
+            text = f.read()
+        found += test_docs.evidence(rel, text)
+        found += [f"{rel}: script count: {c!r}" for c in script_counts(text)]
+    assert found == []
+
+
+def test_script_counts_are_found():
+    text = "/* 4 mismatches in 100+100 random scripts; 5 lost in one batch of 100. */"
+    assert script_counts(text) == ["100+100 random scripts", "batch of 1"]

@@ -51,9 +51,9 @@ static __always_inline bool arm64_from_user(struct pt_regs *regs)
  * follows one that could not finish there, for the same address, is the
  * same exception's (arch/arm64/mm/fault.c, do_page_fault(): lock_mmap);
  * after a filemap_fault() it finds the fault FAULT_RESOLVED, which x86's
- * page_access takes for the retry it is (4 and 14 mismatches, cachetop's
- * accesses counted twice, in 100+100 random scripts on arm64 6.12 when it
- * started a new fault).
+ * page_access takes for the retry it is; a new fault there counts its
+ * accesses twice (docs/lab/fault-path-cases.md, "arm64: the mmap-lock call after a VMA-lock
+ * try").
  */
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);

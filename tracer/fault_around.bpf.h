@@ -148,8 +148,8 @@ static __always_inline void page_access_map_whole_folios(struct chunk_walk *walk
  * with a trylock, which fails while a writer holds it or waits behind the
  * fault's own read hold (6.1's faults hold the mmap lock: per-VMA locks
  * came in v6.4; khugepaged's collapse is such a writer), and the fault's
- * page is then recorded as mapped, not accessed: the likely cause of
- * tests/cachefuzz.py seed 1185's one mismatch on 6.1.
+ * page is then recorded as mapped, not accessed (docs/lab/fault-path-cases.md,
+ * "6.1: the fault's VMA from fexit's vm_fault").
  */
 static __always_inline bool vma_from_fault(struct vm_fault *vmf, struct vma_lookup *lookup)
 {
@@ -332,9 +332,9 @@ static __always_inline void page_access_map(struct address_space *mapping, __u64
  * An mmap of a file by a traced thread, from its sys_enter to its
  * sys_exit: at the exit the new VMA becomes the thread's last file VMA,
  * from the call's arguments and result, with no lookup. A fresh mapping's
- * first fault then needs no free mmap lock (samples/mmap-contend --remap
- * beside a thread that maps in a loop: before, 10 of 30 runs counted 1 to
- * 308 of 512 faults lost, 6.18). It is the VMA as asked for: a merge with a
+ * first fault then needs no free mmap lock, which a thread that maps in a
+ * loop seldom leaves free (docs/lab/fault-path-cases.md, "mmap-contend --remap: the
+ * VMA an mmap made"). It is the VMA as asked for: a merge with a
  * neighbour only widens it, keeping each page where it is.
  */
 #define MAP_ANONYMOUS_FLAG	0x20	/* x86 and arm64 alike */

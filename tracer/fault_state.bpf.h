@@ -83,13 +83,12 @@ static __always_inline bool defer_silent(struct thread_access *ta, __u64 address
 /*
  * map_fault_folio()'s lookup busy (the mmap lock, or bpf_find_vma's
  * irq_work with cachestat beside cachetop): left to the next system call,
- * as a silent fault is (7.3, tests/cachefuzz.py seed 1140: a touch read a
- * 2 MiB folio, mapped whole, 503 mapped pages uncounted), or counted lost
+ * as a silent fault is (a folio mapped whole by one fault), or counted lost
  * if all are such folios. Only if the folio's page beside the
  * fault's is mapped: the kernel maps a folio whole or only the fault's
  * page, and fault-around skipped this folio whole, so nothing else maps
- * that page (most filemap_fault()-served faults map one page: 4 "lost" in
- * make test's random scripts when each was kept).
+ * that page; most filemap_fault()-served faults map one page (docs/lab/fault-path-cases.md,
+ * "7.3: a filemap_fault()-served folio whose lookup was busy").
  */
 static __noinline void defer_fault_folio(struct thread_access *ta, unsigned long folio,
 					      __u64 nr, __u64 index)
@@ -273,13 +272,11 @@ __noinline int resolve_silent(__u64 address)
 	 * call before that work ran (another tool's program on the same
 	 * tracepoint: cachestat beside cachetop) gets -EBUSY. The fault is
 	 * then resolved at the thread's next system call, where interrupts
-	 * are on (7.3, tests/cachefuzz.py seed 1118: three PMD-mapped faults
-	 * and their 1,449 pages lost). DEFERRED_SILENT are kept (one was: 8
-	 * PMD-mapped faults with no system call between them gave 2 hits and
-	 * 1,022 mapped pages of 8 and 4,088, tests/test_pmd_mapped_faults.py).
-	 * One more is not counted lost: most such faults are anonymous, and with
-	 * cachestat beside cachetop every lookup at a fault finds the
-	 * irq_work busy (18,340 "lost" in 100 scripts, counted).
+	 * are on. DEFERRED_SILENT are kept: PMD-mapped faults follow each
+	 * other with no system call between them. One more is not counted
+	 * lost: most such faults are anonymous, and with cachestat beside
+	 * cachetop every lookup at a fault finds the irq_work busy
+	 * (docs/lab/fault-path-cases.md, "7.3: bpf_find_vma() busy at page_fault_*").
 	 */
 	address &= -(1ULL << page_shift);
 	lookup.address = address;
@@ -308,7 +305,7 @@ __noinline int resolve_silent(__u64 address)
 	key->chunk = lookup.index >> CHUNK_SHIFT;
 	if (!served)
 		map_chunk_from_ptes(inode, key, bit, lookup.index, true);
-	/* The folio's other pages, which the PMD mapped with it (7.3: 391 of a 2 MiB folio). */
+	/* The folio's other pages, which the PMD mapped with it. */
 	folio = folio_at(mapping, lookup.index);
 	if (!folio || (nr = folio_pages((const struct folio *)folio)) < 2)
 		return 0;
@@ -486,8 +483,8 @@ int handled_fault_depth = -1;
  * user_page_mapped(), of another tool beside this one (cachestat beside
  * cachetop, each with a map_pages program of its own), or the kernel's own
  * nofault reads. Taken for the thread's fault, it replaced the fault in
- * progress (tests/cachefuzz.py, seeds 6, 602, 703 and 731, cachestat
- * beside cachetop).
+ * progress (docs/lab/fault-path-cases.md, "Kernel-mode faults with page faults
+ * disabled").
  */
 static __always_inline bool fault_will_be_handled(bool user_mode)
 {

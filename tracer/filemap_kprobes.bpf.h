@@ -13,9 +13,9 @@
  * function (filemap_calls), the kretprobe takes them back. Every thread's
  * calls are kept, traced or not: a call that starts before its thread is
  * traced and returns after is traced at its return, as with fexit (a
- * command's first fault-around, while the tool marks it traced, was counted
- * lost in 1 of 3 cachetop runs on arm64 6.1 when only traced threads' calls
- * were kept). Invariant: a thread's entry there is the call it is in. A
+ * command's first fault-around, while the tool marks it traced, is such a
+ * call: docs/lab/fault-path-cases.md, "arm64 6.1: a filemap call that starts before its thread is
+ * traced"). Invariant: a thread's entry there is the call it is in. A
  * kretprobe can be missed (its instances, maxactive, all in use): the entry
  * is then left behind, and is counted lost, if its thread was traced, when
  * the thread calls the function again or exits; a traced thread's return

@@ -130,7 +130,8 @@ static __always_inline void leaf_slots(struct xa_node *node, __u64 span, __u64 w
  *
  * A global function: the verifier checks it once per program, whatever
  * its callers, instead of its eight levels at each inlined call (most of
- * the instructions of the map_pages programs; docs/fault-path.md, "Budget").
+ * the instructions of the map_pages programs; docs/fault-path.md, "The
+ * verifier's budget").
  * Its arguments are scalars, as kernels before v5.12 require (a tp_btf
  * program's typed pointer is not one: the caller reads the head).
  */

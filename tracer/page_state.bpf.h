@@ -53,8 +53,8 @@ struct deferred_map {
 /*
  * Silent faults and filemap_fault()-served folios kept for the next system
  * call (defer_silent()). Sixteen: a random script's step touches up to 8
- * pages with no system call between them (tests/cachefuzz.py); with eight,
- * 5 were counted lost in one batch of 100 scripts on 7.3.
+ * pages with no system call between them (tests/cachefuzz.py;
+ * docs/lab/fault-path-cases.md, "7.3: sixteen deferred silent faults").
  */
 #define DEFERRED_SILENT	16
 

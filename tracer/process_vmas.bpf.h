@@ -98,7 +98,8 @@ static __always_inline void process_vma_record(__u64 mapping, __u64 start, __u64
  * frame of its own, off the chain of the walk's frames. Called by
  * fault_around.bpf.h: unused where this header is built alone.
  */
-static __noinline __attribute__((unused)) void process_vma_found(__u64 mapping, __u64 start, __u64 end, __u64 pgoff)
+static __noinline __attribute__((unused))
+void process_vma_found(__u64 mapping, __u64 start, __u64 end, __u64 pgoff)
 {
 	struct process_vmas *pv = process_vmas_of(current_mm(), false);
 

@@ -140,10 +140,9 @@ static __always_inline bool may_map_a_file(long id)
  * started. A thread's remembered anonymous VMA (resolve_silent()) is
  * trusted only while this is what it was when the VMA was looked up: a
  * file mapped with MAP_FIXED over anonymous memory the thread had just
- * faulted in, and its 2 MiB folios' faults were taken for anonymous ones (7
- * of 8 PMD-mapped faults and their 3,577 pages lost, 6.18,
- * tests/test_pmd_mapped_faults.py; the likely cause of 7.3's seed 1118,
- * where a file's mmap can land where a freed buffer's anonymous VMA was).
+ * faulted in, and its 2 MiB folios' faults were taken for anonymous ones
+ * (tests/test_pmd_mapped_faults.py; docs/lab/fault-path-cases.md, "6.18: a file mapped
+ * over a thread's anonymous VMA").
  * Counted at the call's start: a lookup by another thread while the call
  * runs may still find the VMA it is replacing (no program sees the call's
  * end), a race only a program that faults on memory it is replacing runs.

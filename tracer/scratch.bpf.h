@@ -2,7 +2,7 @@
 /*
  * Room for a walk's state off the verifier's 512-byte stack: one per-CPU
  * slot a kind of walk (SCRATCH_ROOM), the budget's answer to frames that
- * held a 100-byte walk each (docs/fault-path.md, "Budget").
+ * held a 100-byte walk each (docs/fault-path.md, "The verifier's budget").
  *
  * Invariant: a slot is held from its program's take to its give, on one CPU.
  * A program runs to its end there (tracepoints and kprobes with preemption
