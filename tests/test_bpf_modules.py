@@ -143,3 +143,25 @@ def test_bpf_comments_keep_no_evidence():
 def test_script_counts_are_found():
     text = "/* 4 mismatches in 100+100 random scripts; 5 lost in one batch of 100. */"
     assert script_counts(text) == ["100+100 random scripts", "batch of 1"]
+
+
+def test_fault_path_names_places_and_tests_that_exist():
+    """docs/fault-path.md, "Where a page access is decided": every function
+    it names is defined in tracer/, every test it names exists."""
+    with open(os.path.join(REPO, "docs", "fault-path.md")) as f:
+        doc = f.read()
+    section = doc.split("## Where a page access is decided", 1)[1].split("\n## ", 1)[0]
+    code = "".join(code_of(p) for p in bpf_sources())
+    kernel = {"filemap_get_pages", "filemap_fault"}     # the kernel's, named as events
+    functions = set(re.findall(r"`(\w+)\(\)`", section)) - kernel
+    assert len(functions) >= 20, functions
+    undefined = [f for f in functions
+                 if not re.search(r"\b%s\s*\([^;{}]*\)\s*\{" % re.escape(f), code)]
+    assert undefined == []
+    tests_text = "".join(open(p).read() for p in glob.glob(os.path.join(REPO, "tests", "test_*.py")))
+    names = set(re.findall(r"\b(test_\w+)(?!\.py)\b", section)) - {
+        n for n in re.findall(r"\b(test_\w+)\.py\b", section)}
+    assert len(names) >= 12, names
+    assert [n for n in names if f"def {n}(" not in tests_text] == []
+    files = set(re.findall(r"\b(test_\w+\.py)\b", section))
+    assert [f for f in files if not os.path.exists(os.path.join(REPO, "tests", f))] == []
