@@ -2,8 +2,8 @@
 /*
  * The sink interface: what the shared BPF modules hand to the tool they
  * are built into. Each tool's .bpf.c (trace.bpf.c, cache.bpf.c) defines
- * every function declared here, and only those: trace turns accesses and
- * runs into records, cachestat and cachetop into counts. The modules
+ * every function declared here: trace turns accesses and runs into
+ * records, cachestat and cachetop into counts. The modules
  * include this header, never their includer, so no module depends on the
  * file that includes it.
  *
