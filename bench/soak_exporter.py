@@ -120,26 +120,42 @@ def scrape(port):
     return totals, series, took, containers
 
 
+def rmdir_retried(path, seconds=5):
+    """rmdir PATH, retried while the kernel still counts its last task
+    (EBUSY for a moment after that task was reaped)."""
+    deadline = time.monotonic() + seconds
+    while True:
+        try:
+            return os.rmdir(path)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
 class Churn(threading.Thread):
     """A cgroup a second below @parent: made, a reader in it reads one of
-    @files, removed."""
+    @files, removed. Each attempt has a name of its own: one that fails
+    does not stop the next."""
 
     def __init__(self, parent, files, stop):
         super().__init__(daemon=True)
         self.parent, self.files, self.stop, self.made, self.errors = parent, files, stop, 0, []
 
     def run(self):
+        attempt = 0
         while not self.stop.is_set():
             start = time.monotonic()
-            path = os.path.join(self.parent, f"churn-{self.made}")
+            path = os.path.join(self.parent, f"churn-{attempt}")
+            attempt += 1
             try:
                 os.mkdir(path)
-                data = self.files[self.made % len(self.files)]
-                if self.made % 7 == 0:
+                data = self.files[attempt % len(self.files)]
+                if attempt % 7 == 0:
                     evict(data)
                 subprocess.run([sys.executable, "-c", READER, f"{path}/cgroup.procs", data],
                                check=True, timeout=30)
-                os.rmdir(path)
+                rmdir_retried(path)
                 self.made += 1
             except (OSError, subprocess.SubprocessError) as err:
                 self.errors.append(str(err))
@@ -149,11 +165,13 @@ class Churn(threading.Thread):
 # The containers' reader: static, so that the image needs nothing else.
 READER_C = r"""
 #include <fcntl.h>
+#include <stdlib.h>
 #include <unistd.h>
+/* reader SECONDS FILE...: reads each FILE whole, then stays SECONDS. */
 int main(int argc, char **argv)
 {
 	static char buf[65536];
-	for (int i = 1; i < argc; i++) {
+	for (int i = 2; i < argc; i++) {
 		int fd = open(argv[i], O_RDONLY);
 		if (fd < 0)
 			return 1;
@@ -161,6 +179,7 @@ int main(int argc, char **argv)
 			;
 		close(fd);
 	}
+	sleep(argc > 1 ? atoi(argv[1]) : 0);
 	return 0;
 }
 """
@@ -186,10 +205,17 @@ def build_image(env, data_dir):
                                   IMAGE).stdout.strip()
 
 
+# How long each container stays after its read: long enough for the
+# exporter to name it (a container gone before its runtime is asked has
+# no name), three at a time at a container a second.
+CONTAINER_LIFE_S = 3
+
+
 class ContainerChurn(threading.Thread):
-    """A container a second, `docker run --rm` with its cgroup below
+    """A container a second, `docker run -d --rm` with its cgroup below
     @parent (each hierarchy's @cgroup_parent): it reads one of the image's
-    files (cold every 5th: evicted through @layer), then is removed."""
+    files (cold every 5th: evicted through @layer), stays CONTAINER_LIFE_S,
+    and is removed by dockerd when it exits."""
 
     def __init__(self, env, cgroup_parent, layer, stop):
         super().__init__(daemon=True)
@@ -197,15 +223,18 @@ class ContainerChurn(threading.Thread):
         self.made, self.errors = 0, []
 
     def run(self):
+        attempt = 0
         while not self.stop.is_set():
             start = time.monotonic()
-            name = f"/data/f{self.made % 4}"
+            name = f"/data/f{attempt % 4}"
+            attempt += 1
             try:
-                if self.made % 5 == 0:
+                if attempt % 5 == 0:
                     evict(self.layer + name)
-                private_dockerd.docker(self.env, "run", "--rm", "--network", "none",
-                                       "--name", f"soak-{self.made}", "--cgroup-parent",
-                                       self.cgroup_parent, IMAGE, "/reader", name, timeout=60)
+                private_dockerd.docker(self.env, "run", "-d", "--rm", "--network", "none",
+                                       "--name", f"soak-{attempt}", "--cgroup-parent",
+                                       self.cgroup_parent, IMAGE, "/reader",
+                                       str(CONTAINER_LIFE_S), name, timeout=60)
                 self.made += 1
             except (OSError, subprocess.SubprocessError) as err:
                 self.errors.append(str(err)[-300:])
@@ -223,6 +252,14 @@ def cgroups_left(relative):
     RELATIVE itself and docker's parent of its containers there."""
     return sorted(d for top in cgroup_tops(relative) for d, _, _ in os.walk(top)
                   if d not in (top, os.path.join(top, "docker")))
+
+
+def containers_exited(env, seconds):
+    """Waits until dockerd runs no container (each removes itself on exit)."""
+    deadline = time.monotonic() + seconds
+    while private_dockerd.docker(env, "ps", "-q", timeout=60).stdout.split() and \
+            time.monotonic() < deadline:
+        time.sleep(0.5)
 
 
 def remove_cgroups(relative, deadline_s=20):
@@ -365,11 +402,13 @@ def flatness(samples, minutes):
 def passed(summary):
     """Exact, exit 0, nothing left (cgroups, bpffs, containers, files); RSS and descriptors flat within 5%; map
     entries (emptied every interval by cachetop, pruned every minute by the
-    exporter) under MAP_CEILING; every churn made something, without error."""
+    exporter) under MAP_CEILING; each churn made one at least every 2 s on
+    the whole, and the exporter named containers."""
     return summary["exact"] and all(v == 0 for v in summary["exit"].values()) and \
         not summary["cgroups_left"] and not summary["cgroups_unremovable"] and \
         not summary["bpffs_left"] and summary["data_dir_removed"] and \
         not summary["docker_left"] and summary["containers_named"] > 0 and \
+        all(summary[f"{c}_made"] >= summary["minutes"] * 30 for c in ("cgroups", "containers")) and \
         all(summary[f"{n}_{w}"]["spread"] <= 0.05 for n in ("exporter", "cachetop")
             for w in ("rss_kib", "fds")) and \
         all((summary[f"{n}_map_entries"]["last_max"] or 0) <= MAP_CEILING
@@ -399,6 +438,7 @@ def soak(args, relative, parent, data_dir, env):
         stop.set()
         for churn in churns.values():
             churn.join(timeout=90)
+        containers_exited(env, CONTAINER_LIFE_S + 30)
         exact, got, want = exact_check(parent, data_dir, port)
     finally:
         stop.set()
