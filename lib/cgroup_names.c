@@ -15,6 +15,7 @@
 #include "array.h"
 #include "cgroup.h"
 #include "cgroup_names.h"
+#include "clock.h"
 #include "container.h"
 
 static struct cgroup_name *names;
@@ -77,11 +78,17 @@ static unsigned long long next_question(char *path, size_t size)
 	return 0;
 }
 
+/* A runtime that made an ask time out is not asked again for this long:
+ * the cgroups met meanwhile are named without it at once, instead of
+ * waiting CONTAINER_ASK_S each, one after the other. */
+#define RUNTIME_DOWN_NS (60 * 1000000000ull)
+
 static void *ask(void *unused)
 {
 	static char path[4096];
 	char container[sizeof(names->container)];
 	unsigned long long id;
+	uint64_t asked, down_until = 0;
 
 	(void)unused;
 	pthread_mutex_lock(&lock);
@@ -93,7 +100,12 @@ static void *ask(void *unused)
 		}
 		pthread_mutex_unlock(&lock);
 		container[0] = '\0';
-		container_name_of_cgroup(path, container, sizeof(container));
+		asked = monotonic_ns();
+		if (asked >= down_until) {
+			container_name_of_cgroup(path, container, sizeof(container));
+			if (monotonic_ns() - asked >= CONTAINER_ASK_S * 1000000000ull)
+				down_until = monotonic_ns() + RUNTIME_DOWN_NS;
+		}
 		pthread_mutex_lock(&lock);
 		for (size_t i = 0; i < nr_names; i++)	/* it may be forgotten since */
 			if (names[i].id == id && names[i].asking) {

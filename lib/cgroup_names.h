@@ -24,9 +24,10 @@ const struct cgroup_name *name_cgroup(unsigned long long id, const char *compone
 /*
  * As name_cgroup(@id, NULL), without waiting for a container runtime: a
  * path that names a container is asked about by a thread of its own
- * (started at the first such call). 1 when the name is known (the runtime
- * answered or failed to); 0 while the runtime is being asked; -1 when @id
- * is gone or memory ran out.
+ * (started at the first such call); one whose ask timed out is not asked
+ * for a minute. 1 when the name is known (the runtime answered or failed
+ * to); 0 while the runtime is being asked; -1 when @id is gone or memory
+ * ran out.
  */
 int name_cgroup_nowait(unsigned long long id);
 /* The name of @id when known (name_cgroup_nowait gave 1), else NULL; valid

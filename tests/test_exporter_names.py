@@ -120,29 +120,41 @@ def test_a_runtime_that_hangs_blocks_no_scrape_and_is_killed(data_dir, container
     """The runtime hangs: every scrape is still answered within 1 s (one
     that waited for it would take CONTAINER_ASK_S), the totals count the
     reader's pages while its row waits for a name; after CONTAINER_ASK_S
-    the runtime is killed and the row comes without a container label."""
+    the runtime is killed and the row comes without a container label. A
+    second container met then is shown at once, unnamed: a runtime that
+    timed out is not asked again for a minute."""
     parent, child = container_cgroup
-    (path,) = files(data_dir, [256 * KiB])
+    second = os.path.join(parent, f"docker-{'7a' * 32}.scope")
+    (path, other) = files(data_dir, [256 * KiB, 64 * KiB])
     port = _free_loopback_port()
     tool = exporter(parent, port, runtime(tmp_path, "exec sleep 600"))
-    proc = reader(child, [], [path])
+    procs = [reader(child, [], [path])]
     try:
         attached(tool)
         started = time.monotonic()
-        go(proc)
+        go(procs[0])
         row, during, slowest = rows_within(port, CONTAINER_ASK_S - 3, os.stat(child).st_ino)
         assert row is None, "the row came before its runtime answered"
         assert slowest < 1.0, f"a scrape took {slowest:.2f} s while the runtime hung"
         row, _, slowest = rows_within(port, CONTAINER_ASK_S + 5, os.stat(child).st_ino)
         waited = time.monotonic() - started
+        os.mkdir(second)
+        procs.append(reader(second, [], [other]))
+        go(procs[1])
+        second_row, _, _ = rows_within(port, 3, os.stat(second).st_ino)
     finally:
-        finish(proc)
+        for proc in procs:
+            finish(proc)
         stopped(tool)
+        if os.path.isdir(second):
+            _leave(second)
     misses = len(cached_since_eviction(path))
     assert _counts(during)["misses"] == misses == 256 * KiB // PAGE
     assert slowest < 1.0
     assert row is not None and row["container"] is None and row["misses"] == misses
     assert CONTAINER_ASK_S - 1 <= waited <= CONTAINER_ASK_S + 5
+    assert second_row is not None and second_row["container"] is None
+    assert second_row["misses"] == len(cached_since_eviction(other)) == 64 * KiB // PAGE
     (asked,) = (tmp_path / "asked").read_text().splitlines()
     pid = int(asked.split()[0])
     assert not os.path.exists(f"/proc/{pid}"), "the hung runtime was not killed"
