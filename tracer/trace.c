@@ -264,7 +264,7 @@ int main(int argc, char **argv)
 	if (parse_options(argc, argv))
 		return 2;
 	run.page_size = sysconf(_SC_PAGESIZE);
-	libbpf_set_print(trace_libbpf_print);
+	trace_print_to_libbpf();
 	if (opts.budget)
 		return trace_budget();
 	if (open_output())

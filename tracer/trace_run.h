@@ -105,7 +105,8 @@ void report(const struct lost_counts *lost, unsigned long long duration_us,
 	    const struct bpf_cost *cost);
 
 /* trace_load.c */
-int trace_libbpf_print(enum libbpf_print_level level, const char *format, va_list args);
+/* libbpf's messages: -v prints them; a refusal is explained (engine_load.h). */
+void trace_print_to_libbpf(void);
 struct trace_bpf *load_programs(void);
 /* The loaded programs attached (skel's, or the parts' of a split load). */
 int attach_loaded(struct trace_bpf *skel);
