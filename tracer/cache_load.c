@@ -3,7 +3,8 @@
  * cache_load: what cachestat and cachetop share on the user side. Owns
  * cache.bpf.c's table for the engine loader (engine_load.h: its attach
  * points and rodata) and its --budget configurations, reading the totals,
- * the lost-event report and the parsing of INTERVAL and COUNT.
+ * the lost-event report and the options both tools take (INTERVAL, COUNT,
+ * -j, -v, and target_options.c's), with their --version.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -235,7 +236,25 @@ static int parse_count(const char *text, unsigned long *count)
 	return 0;
 }
 
-void interval_argument(struct argp_state *state, struct interval_args *args, const char *text)
+/* Bad usage exits 2, as both tools' pages say, not argp's default 64. */
+error_t argp_err_exit_status = 2;
+
+/* --version: "cachestat (pagetrace) VERSION", installed as pagetrace-cachestat or not. */
+static void print_version(FILE *f, struct argp_state *state)
+{
+	const char *name = program_invocation_short_name;
+
+	(void)state;
+	if (!strncmp(name, "pagetrace-", strlen("pagetrace-")))
+		name += strlen("pagetrace-");
+	fprintf(f, "%s (pagetrace) %s\n", name, PAGETRACE_VERSION);
+}
+
+void (*argp_program_version_hook)(FILE *, struct argp_state *) = print_version;
+
+/* The next positional argument: INTERVAL, then COUNT. */
+static void interval_argument(struct argp_state *state, struct interval_args *args,
+			      const char *text)
 {
 	int bad;
 
@@ -247,3 +266,35 @@ void interval_argument(struct argp_state *state, struct interval_args *args, con
 	if (bad)
 		exit(2);	/* said by the parser */
 }
+
+static const struct argp_option cache_options[] = {
+	{ "json", 'j', NULL, 0, "JSON: one object a line, per interval (cachetop -c: one, when "
+	  "CMD exits)", 0 },
+	{ "verbose", 'v', NULL, 0, "Show libbpf's messages (cachetop -c: and the BPF cost of "
+	  "each program)", 0 },
+	{},
+};
+
+static error_t parse_cache_args(int key, char *arg, struct argp_state *state)
+{
+	struct cache_args *args = state->input;
+
+	switch (key) {
+	case ARGP_KEY_INIT:
+		args->every.seconds = 1.0;
+		state->child_inputs[0] = &args->target;
+		break;
+	case 'j': args->json = true; break;
+	case 'v': args->verbose = true; break;
+	case ARGP_KEY_ARG: interval_argument(state, &args->every, arg); break;
+	default: return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+static const struct argp_child with_pid[] = { { &target_argp, 0, NULL, 0 }, {} };
+static const struct argp_child without_pid[] = { { &target_argp_no_pid, 0, NULL, 0 }, {} };
+const struct argp cache_args_argp = { cache_options, parse_cache_args, NULL, NULL, with_pid,
+				      NULL, NULL };
+const struct argp cache_args_argp_no_pid = { cache_options, parse_cache_args, NULL, NULL,
+					     without_pid, NULL, NULL };

@@ -227,10 +227,10 @@ static int configure(void *skel_, const struct btf *vmlinux, const void *arg)
 		!kernel_param_is_pointer(vmlinux, "filemap_get_pages", 1);
 	skel->rodata->trace_all = opts.all;
 	skel->rodata->follow_children = !opts.no_children;
-	skel->rodata->trace_cgroup = opts.cgroup_path || opts.container;
-	skel->bss->target_cgroup_id = opts.cgroup.id;
-	skel->bss->target_cgroup_level = opts.cgroup.level;
-	skel->data->target_cgroup_subsys = opts.cgroup.subsys;
+	skel->rodata->trace_cgroup = opts.target.cgroup_path || opts.target.container;
+	skel->bss->target_cgroup_id = opts.target.cgroup.id;
+	skel->bss->target_cgroup_level = opts.target.cgroup.level;
+	skel->data->target_cgroup_subsys = opts.target.cgroup.subsys;
 	skel->rodata->want_used = opts.used;
 	skel->rodata->page_shift = __builtin_ctzl((unsigned long)run.page_size);
 	skel->rodata->use_bpf_loop = !opts.no_bpf_loop && kernel_has_bpf_loop();

@@ -7,7 +7,7 @@
 #ifndef PAGETRACE_TRACE_RUN_H
 #define PAGETRACE_TRACE_RUN_H
 
-#include "cgroup.h"
+#include "target_options.h"
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -27,13 +27,10 @@ enum attach_mode { ATTACH_AUTO, ATTACH_TP_BTF, ATTACH_RAW_TP };
 struct options {
 	char *command;		/* -c: run through /bin/sh -c */
 	char **argv;		/* or: -- CMD ARGS... */
-	pid_t pid;		/* -p */
+	struct target target;	/* -p, --cgroup, --container NAME|ID: its cgroup */
 	bool all;		/* -a */
-	const char *cgroup_path;	/* --cgroup, resolved into cgroup */
-	const char *container;	/* --container NAME|ID: its cgroup */
 	bool wait;		/* --wait: for the container to start */
 	bool paths_container;	/* --paths container */
-	struct cgroup_target cgroup;
 	bool no_children;
 	bool extra;		/* -x */
 	bool allow_lost;
