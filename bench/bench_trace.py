@@ -327,15 +327,16 @@ def main():
     parser.add_argument("--json", action="store_true")
     parser.add_argument("--device", choices=("disk", "zram"), default="disk",
                         help="where the file lives: /var/tmp (disk) or ext4 on zram")
-    parser.add_argument("--profile", action="store_true",
-                        help="instead: BPF time per program and per fault (bpf_stats_enabled)")
     parser.add_argument("--baseline", metavar="TRACE",
                         help="also run the trace and cachetop modes with this trace binary "
                              "(and the cachetop beside it)")
-    parser.add_argument("--real-start", action="store_true",
-                        help="instead: cold starts of real applications (trace_start.py)")
-    parser.add_argument("--load-time", action="store_true",
-                        help="instead: each tool's exec to its command's start (trace_start.py)")
+    instead = parser.add_mutually_exclusive_group()
+    instead.add_argument("--profile", action="store_true",
+                         help="instead: BPF time per program and per fault (bpf_stats_enabled)")
+    instead.add_argument("--real-start", action="store_true",
+                         help="instead: cold starts of real applications (trace_start.py)")
+    instead.add_argument("--load-time", action="store_true",
+                         help="instead: each tool's exec to its command's start (trace_start.py)")
     parser.add_argument("--apps", default="firefox,chromium,pandas",
                         help="--real-start: from firefox, chromium, pandas")
     parser.add_argument("--timeout", type=float, default=120, help="--real-start: s a run")

@@ -15,6 +15,7 @@ import subprocess
 import tempfile
 import sys
 
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "analysis"))
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent.parent / "tests"))
 import private_dockerd  # noqa: E402
 from private_dockerd import docker  # noqa: E402

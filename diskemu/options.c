@@ -6,9 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-const char *argp_program_version = "diskemu (pagetrace) " PAGETRACE_VERSION;
-const char *argp_program_bug_address =
-	"<https://github.com/pagetrace/pagetrace/issues>";
+PAGETRACE_ARGP_PROGRAM("diskemu", PAGETRACE_VERSION);
 
 static const char doc[] =
 "Emulates a spinning disk holding IMAGE: prints the path of a loop device\n"
@@ -68,7 +66,6 @@ static const struct argp_option argp_options[] = {
 	{"json", 'j', NULL, 0, "The device and, at the end, the counts as JSON "
 	 "lines on stdout", 3},
 	{"quiet", 'q', NULL, 0, "No summary on stderr", 3},
-	{NULL, 'h', NULL, OPTION_HIDDEN, NULL, 4},
 	{NULL, 0, NULL, 0, NULL, 0},
 };
 
@@ -90,15 +87,10 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		break;
 	case 'j': o->json = 1; break;
 	case 'q': o->quiet = 1; break;
-	case 'h': argp_state_help(state, stdout, ARGP_HELP_STD_HELP); break;
 	case ARGP_KEY_ARG:
-		if (o->image)
-			argp_error(state, "one IMAGE only");
-		o->image = arg;
-		break;
 	case ARGP_KEY_END:
-		if (!o->image && !o->list)
-			argp_error(state, "no IMAGE");
+		one_operand(state, key, arg, &o->image, "one IMAGE only",
+			    o->list ? NULL : "no IMAGE");
 		break;
 	default:
 		return ARGP_ERR_UNKNOWN;
@@ -109,7 +101,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 int diskemu_parse_options(int argc, char **argv, struct diskemu_options *o)
 {
 	static const struct argp argp = {argp_options, parse_opt, "IMAGE",
-					 doc, NULL, NULL, NULL};
+					 doc, help_children, NULL, NULL};
 
 	argp_err_exit_status = 2;
 	memset(o, 0, sizeof(*o));

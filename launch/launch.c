@@ -139,13 +139,10 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case OPT_STRICT: o->strict = 1; break;
 	case 'q': o->quiet = 1; break;
 	case ARGP_KEY_ARG:
-		if (o->pack)
-			argp_error(state, "one PACK, then -- and the command");
-		o->pack = arg;
-		break;
 	case ARGP_KEY_END:
-		if (!o->pack)
-			argp_error(state, "give the pack, then -- and the command to start");
+		one_operand(state, key, arg, &o->pack,
+			    "one PACK, then -- and the command",
+			    "give the pack, then -- and the command to start");
 		break;
 	default:
 		return ARGP_ERR_UNKNOWN;

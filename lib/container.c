@@ -12,6 +12,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <poll.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -22,6 +24,7 @@
 #include "array.h"
 #include "container.h"
 #include "cgroup.h"
+#include "clock.h"
 #include "errmsg.h"
 #include "mountinfo.h"
 
@@ -31,19 +34,43 @@ static const char TEMPLATE[] =
 	"(eq $k \"UpperDir\")}}{{$v}}:{{end}}{{end}}{{end}}\n"
 	"{{range .Mounts}}{{.Source}}\t{{.Destination}}\n{{end}}";
 
-/* Runs ARGV; its stdout in OUT (NUL-terminated), its stderr's first line in
- * ERR. The exit status, or -1 when it could not run. */
+/* Reads what is ready on @fd into @buf (NUL-terminated, at most @size - 1
+ * bytes, the rest discarded); false at its end. */
+static bool drain(int fd, char *buf, size_t size, size_t *used)
+{
+	char sink[4096];
+	bool room = *used + 1 < size;
+	ssize_t n = room ? read(fd, buf + *used, size - *used - 1) : read(fd, sink, sizeof(sink));
+
+	if (n > 0 && room)
+		*used += n;
+	buf[*used] = '\0';
+	return n > 0 || (n < 0 && errno == EINTR);
+}
+
+/* Runs ARGV for at most CONTAINER_ASK_S seconds (then kills it: a runtime
+ * whose daemon hangs must not hang the tool); its stdout in OUT
+ * (NUL-terminated), its stderr's first line in ERR. The exit status, or -1
+ * when it could not run or was killed. */
 static int run_capture(char *const argv[], char *out, size_t out_size, char *err, size_t err_size)
 {
-	int outp[2], errp[2], status;
-	ssize_t n;
-	size_t used = 0;
+	int outp[2], errp[2], status, open_fds = 2;
+	struct pollfd fds[2];
+	size_t used[2] = { 0, 0 };
+	uint64_t deadline = monotonic_ns() + CONTAINER_ASK_S * 1000000000ull;
 	pid_t pid;
 
+	out[0] = err[0] = '\0';
 	if (pipe2(outp, O_CLOEXEC) || pipe2(errp, O_CLOEXEC))
 		return -1;
 	pid = fork();
 	if (pid == 0) {
+		sigset_t none;
+
+		/* the runtime starts as from a shell: no signal blocked or ignored */
+		sigemptyset(&none);
+		sigprocmask(SIG_SETMASK, &none, NULL);
+		signal(SIGPIPE, SIG_DFL);
 		dup2(outp[1], 1);
 		dup2(errp[1], 2);
 		execvp(argv[0], argv);
@@ -52,17 +79,26 @@ static int run_capture(char *const argv[], char *out, size_t out_size, char *err
 	}
 	close(outp[1]);
 	close(errp[1]);
-	while (pid > 0 && used + 1 < out_size && (n = read(outp[0], out + used, out_size - used - 1)) > 0)
-		used += n;
-	out[used] = '\0';
-	n = pid > 0 ? read(errp[0], err, err_size - 1) : 0;
-	err[n > 0 ? n : 0] = '\0';
+	fds[0] = (struct pollfd){ .fd = outp[0], .events = POLLIN };
+	fds[1] = (struct pollfd){ .fd = errp[0], .events = POLLIN };
+	while (pid > 0 && open_fds && monotonic_ns() < deadline) {
+		if (poll(fds, 2, (int)((deadline - monotonic_ns()) / 1000000) + 1) < 0 && errno != EINTR)
+			break;
+		for (int i = 0; i < 2; i++)
+			if (fds[i].fd >= 0 && fds[i].revents &&
+			    !drain(fds[i].fd, i ? err : out, i ? err_size : out_size, &used[i])) {
+				fds[i].fd = -1;
+				open_fds--;
+			}
+	}
 	err[strcspn(err, "\n")] = '\0';
 	close(outp[0]);
 	close(errp[0]);
+	if (pid > 0 && open_fds)
+		kill(pid, SIGKILL);
 	if (pid < 0 || waitpid(pid, &status, 0) != pid)
 		return -1;
-	return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+	return WIFEXITED(status) && !open_fds ? WEXITSTATUS(status) : -1;
 }
 
 static int add_dir(struct container *c, const char *host, const char *inside)
@@ -242,7 +278,7 @@ void container_free(struct container *c)
 }
 
 /* The first run of 64 hex digits in the last component of PATH, in ID. */
-static bool container_id_in(const char *path, char id[65])
+static bool container_id_of(const char *path, char id[65])
 {
 	const char *p = strrchr(path, '/') ? strrchr(path, '/') + 1 : path;
 	size_t run = 0;
@@ -258,12 +294,19 @@ static bool container_id_in(const char *path, char id[65])
 	return false;
 }
 
+bool container_id_in_cgroup(const char *cgroup)
+{
+	char id[65];
+
+	return container_id_of(cgroup, id);
+}
+
 bool container_name_of_cgroup(const char *cgroup, char *name, size_t size)
 {
 	static const char *const runtimes[] = { "docker", "podman" };
 	char id[65], out[512], err[256];
 
-	if (!container_id_in(cgroup, id))
+	if (!container_id_of(cgroup, id))
 		return false;
 	for (size_t i = 0; i < sizeof(runtimes) / sizeof(runtimes[0]); i++) {
 		char *argv[] = { (char *)runtimes[i], "inspect", "--format", "{{.Name}}", id, NULL };
@@ -275,49 +318,6 @@ bool container_name_of_cgroup(const char *cgroup, char *name, size_t size)
 		return name[0] != '\0';
 	}
 	return false;
-}
-
-/* Named so far: asked once per cgroup id. */
-static struct cgroup_name *cgroup_names;
-static size_t nr_cgroup_names, cgroup_names_cap;
-
-const struct cgroup_name *name_cgroup(__u64 id, const char *component)
-{
-	struct cgroup_name *name;
-
-	for (size_t i = 0; i < nr_cgroup_names; i++)
-		if (cgroup_names[i].id == id)
-			return &cgroup_names[i];
-	if (array_reserve(&cgroup_names, &cgroup_names_cap, nr_cgroup_names + 1,
-			  sizeof(*cgroup_names)))
-		return NULL;
-	name = &cgroup_names[nr_cgroup_names];
-	memset(name, 0, sizeof(*name));
-	name->id = id;
-	if (!cgroup_path_of_id(id, name->path, sizeof(name->path))) {
-		if (!component || !component[0])
-			return NULL;	/* not remembered: the id may be met again */
-		/* gone already: its path is lost, its name is not */
-		snprintf(name->path, sizeof(name->path), "//gone/%s", component);
-	}
-	container_name_of_cgroup(name->path, name->container, sizeof(name->container));
-	nr_cgroup_names++;
-	return name;
-}
-
-void forget_gone_cgroups(void)
-{
-	__u64 *live;
-	long n = cgroup_live_ids(&live);
-	size_t kept = 0;
-
-	if (n < 0)
-		return;
-	for (size_t i = 0; i < nr_cgroup_names; i++)
-		if (cgroup_id_in(live, n, cgroup_names[i].id))
-			cgroup_names[kept++] = cgroup_names[i];
-	nr_cgroup_names = kept;
-	free(live);
 }
 
 /*
@@ -358,7 +358,7 @@ static int for_each_container_cgroup(int (*each)(const char *dir, const char *id
 			snprintf(parent, sizeof(parent), "%s%s", point, CONTAINER_PARENTS[p]);
 			d = opendir(parent);
 			while (d && !ret && (e = readdir(d)))
-				if (e->d_type == DT_DIR && container_id_in(e->d_name, id) &&
+				if (e->d_type == DT_DIR && container_id_of(e->d_name, id) &&
 				    snprintf(dir, sizeof(dir), "%s/%s", parent, e->d_name) < (int)sizeof(dir))
 					ret = each(dir, id, arg);
 			if (d)

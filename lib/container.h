@@ -8,6 +8,7 @@
 #include <sys/types.h>
 
 #define CONTAINER_MAX_DIRS 64
+#define CONTAINER_ASK_S 10	/* a runtime's answer waited for at most this long */
 
 /* A host directory seen at another path in the container. */
 struct container_dir {
@@ -63,27 +64,8 @@ void container_events_close(int fd, pid_t pid);
  * when the path holds no such id or no runtime knows it.
  */
 bool container_name_of_cgroup(const char *cgroup, char *name, size_t size);
-
-/* A cgroup's name: its path in the cgroup2 hierarchy, and its container's
- * name where a runtime knows it (cachetop --by cgroup). */
-struct cgroup_name {
-	unsigned long long id;
-	char path[4096];
-	char container[256];
-};
-
-/*
- * Names the cgroup2 cgroup @id, once: later calls give the same. @component,
- * if not NULL, is its directory's name, for one that is gone already (its
- * path is then "//gone/COMPONENT"). NULL when out of memory, or when it is
- * gone and @component is NULL (not remembered: it may be met again).
- */
-const struct cgroup_name *name_cgroup(unsigned long long id, const char *component);
-
-/* Forgets the names of cgroups that are gone (one walk of the cgroup2
- * hierarchy): a tool that runs for days must not keep a name for every
- * cgroup it ever met. */
-void forget_gone_cgroups(void);
+/* Does the last component of CGROUP hold a container's id? */
+bool container_id_in_cgroup(const char *cgroup);
 
 /*
  * The ids of the containers' cgroups there are now (where docker and

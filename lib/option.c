@@ -45,3 +45,36 @@ int word_option(const char *option, const char *text,
 	errmsg(option, "'%s': not %s", text, list);
 	exit(2);
 }
+
+static const struct argp_option help_options[] = {
+	{NULL, 'h', NULL, OPTION_HIDDEN, NULL, 0},
+	{NULL, 0, NULL, 0, NULL, 0},
+};
+
+static error_t parse_help(int key, char *arg, struct argp_state *state)
+{
+	(void)arg;
+	if (key != 'h')
+		return ARGP_ERR_UNKNOWN;
+	argp_state_help(state, state->out_stream, ARGP_HELP_STD_HELP);
+	return 0;
+}
+
+static const struct argp help_argp = {help_options, parse_help, NULL, NULL,
+				      NULL, NULL, NULL};
+
+const struct argp_child help_children[] = {
+	{&help_argp, 0, NULL, 0},
+	{NULL, 0, NULL, 0},
+};
+
+void one_operand(struct argp_state *state, int key, char *arg,
+		 const char **slot, const char *again, const char *missing)
+{
+	if (key == ARGP_KEY_ARG && *slot)
+		argp_error(state, "%s", again);
+	else if (key == ARGP_KEY_ARG)
+		*slot = arg;
+	else if (key == ARGP_KEY_END && !*slot && missing)
+		argp_error(state, "%s", missing);
+}

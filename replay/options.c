@@ -12,9 +12,7 @@
 #include "emulated_disk.h"
 #include "option.h"
 
-const char *argp_program_version = "replay (pagetrace) " REPLAY_VERSION;
-const char *argp_program_bug_address =
-	"<https://github.com/pagetrace/pagetrace/issues>";
+PAGETRACE_ARGP_PROGRAM("replay", REPLAY_VERSION);
 
 static const char doc[] =
 "Re-issues the page reads recorded in TRACE (pagetrace trace format 1 or 2,\n"
@@ -106,8 +104,6 @@ static const struct argp_option argp_options[] = {
 	 "time and latency as CSV to FILE ('-': stdout) after the run", 4},
 	{"quiet", 'q', NULL, 0, "No summary and no progress line on stderr "
 	 "(problems are still reported)", 4},
-	/* -h as in every pagetrace tool; argp itself only knows -?. */
-	{NULL, 'h', NULL, OPTION_HIDDEN, NULL, 5},
 	{NULL, 0, NULL, 0, NULL, 0},
 };
 
@@ -275,18 +271,12 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 			argp_error(state, "--latencies needs a file");
 		opt->latencies = arg;
 		return 0;
-	case 'h':
-		argp_state_help(state, state->out_stream, ARGP_HELP_STD_HELP);
-		return 0;
 	case ARGP_KEY_ARG:
-		if (opt->trace)
-			argp_error(state, "more than one TRACE");
-		opt->trace = arg;
-		return 0;
 	case ARGP_KEY_END:
-		if (!opt->trace)
-			argp_error(state, "no TRACE given");
-		check_conflicts(state);
+		one_operand(state, key, arg, &opt->trace, "more than one TRACE",
+			    "no TRACE given");
+		if (key == ARGP_KEY_END)
+			check_conflicts(state);
 		return 0;
 	}
 	return parse_flag(key, ps) == 0 ? 0 : ARGP_ERR_UNKNOWN;
@@ -297,7 +287,7 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 void parse_options(int argc, char **argv, struct options *opt)
 {
 	static const struct argp argp = {argp_options, parse_arg, "TRACE", doc,
-					 NULL, NULL, NULL};
+					 help_children, NULL, NULL};
 	struct parse_state ps = {opt, 0, ORDER_ORIGINAL, 0, 0, 0};
 
 	memset(opt, 0, sizeof(*opt));

@@ -22,19 +22,18 @@
 enum replay_order { ORDER_ORIGINAL, ORDER_SORTED, ORDER_FILE };
 enum replay_mode { MODE_DIRECT, MODE_BUFFERED, MODE_PREFETCH };
 
-/* The `skipped` keys of the --json contract, in its order. */
-enum skip_reason {
-	SKIP_MISSING,
-	SKIP_NOT_REGULAR,
-	SKIP_SHORT_FILE,
-	SKIP_MALFORMED,
-	SKIP_BAD_OFFSET,
-	SKIP_SPECIAL_PATH,
-	SKIP_ODIRECT_REFUSED,
-	SKIP_IO_ERROR,
-	SKIP_NOT_READABLE,
-	SKIP_COUNT
-};
+/* The `skipped` keys of the --json contract, in its order: each reason's
+ * enum constant (SKIP_ and the key in capitals) and its key. */
+#define SKIP_REASONS(X) \
+	X(SKIP_MISSING, "missing") X(SKIP_NOT_REGULAR, "not_regular") \
+	X(SKIP_SHORT_FILE, "short_file") X(SKIP_MALFORMED, "malformed") \
+	X(SKIP_BAD_OFFSET, "bad_offset") X(SKIP_SPECIAL_PATH, "special_path") \
+	X(SKIP_ODIRECT_REFUSED, "odirect_refused") \
+	X(SKIP_IO_ERROR, "io_error") X(SKIP_NOT_READABLE, "not_readable")
+
+#define SKIP_ENUM(constant, key) constant,
+enum skip_reason { SKIP_REASONS(SKIP_ENUM) SKIP_COUNT };
+#undef SKIP_ENUM
 
 struct options {
 	const char *trace;        /* "-" for stdin */

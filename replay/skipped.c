@@ -7,17 +7,8 @@
 #include <stdarg.h>
 #include <stdlib.h>
 
-static const char *const names[SKIP_COUNT] = {
-	[SKIP_MISSING] = "missing",
-	[SKIP_NOT_REGULAR] = "not_regular",
-	[SKIP_SHORT_FILE] = "short_file",
-	[SKIP_MALFORMED] = "malformed",
-	[SKIP_BAD_OFFSET] = "bad_offset",
-	[SKIP_SPECIAL_PATH] = "special_path",
-	[SKIP_ODIRECT_REFUSED] = "odirect_refused",
-	[SKIP_IO_ERROR] = "io_error",
-	[SKIP_NOT_READABLE] = "not_readable",
-};
+#define SKIP_KEY(constant, key) [constant] = key,
+static const char *const names[SKIP_COUNT] = { SKIP_REASONS(SKIP_KEY) };
 
 const char *skip_name(enum skip_reason reason)
 {

@@ -14,6 +14,7 @@
 #include "array.h"
 #include "errmsg.h"
 #include "json.h"
+#include "option.h"
 #include "tracefile.h"
 #include "escape.h"
 
@@ -199,8 +200,6 @@ enum { OPT_LINES = 0x100 };
 static const struct argp_option argp_options[] = {
 	{"lines", OPT_LINES, NULL, 0,
 	 "one line per record: line number, then the fields re-escaped", 0},
-	/* -h as in every pagetrace tool; argp itself only knows -?. */
-	{NULL, 'h', NULL, OPTION_HIDDEN, NULL, 0},
 	{NULL, 0, NULL, 0, NULL, 0},
 };
 
@@ -217,17 +216,10 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 	case OPT_LINES:
 		args->as_lines = 1;
 		return 0;
-	case 'h':
-		argp_state_help(state, state->out_stream, ARGP_HELP_STD_HELP);
-		return 0;
 	case ARGP_KEY_ARG:
-		if (args->path)
-			argp_error(state, "more than one TRACE");
-		args->path = arg;
-		return 0;
 	case ARGP_KEY_END:
-		if (!args->path)
-			argp_error(state, "no TRACE given");
+		one_operand(state, key, arg, &args->path, "more than one TRACE",
+			    "no TRACE given");
 		return 0;
 	}
 	return ARGP_ERR_UNKNOWN;
@@ -236,7 +228,7 @@ static error_t parse_arg(int key, char *arg, struct argp_state *state)
 int main(int argc, char **argv)
 {
 	static const struct argp argp = {argp_options, parse_arg, "TRACE", doc,
-					 NULL, NULL, NULL};
+					 help_children, NULL, NULL};
 	struct dump_args args = {NULL, 0};
 	struct tracefile tf;
 	int ret = 1;

@@ -9,6 +9,7 @@ any user.
 """
 import os
 import select
+import subprocess
 import time
 
 import pytest
@@ -41,6 +42,21 @@ def wait_ready(proc, tool, timeout=60):
         before.append(line)
     raise AssertionError(f"{tool}: not ready after {timeout} s: {''.join(before)}")
 
+
+def output_beside_read(argv, tool, path, timeout):
+    """ARGV started, ready (wait_ready, as TOOL), then PATH read through by
+    cat, then ARGV left to end by itself within TIMEOUT seconds: (its exit
+    status, stdout, stderr). Nothing is left running."""
+    proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_ready(proc, tool)
+        subprocess.run(["cat", path], stdout=subprocess.DEVNULL, check=True)
+        out, err = proc.communicate(timeout=timeout)
+        return proc.returncode, out, err
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
 
 @pytest.fixture(scope="module")
 def ext4_image():

@@ -153,3 +153,12 @@ def locked_in_cache(path, size=None):
     finally:
         _libc.munmap(addr, size)
         os.close(fd)
+
+
+def cold_file(directory, name, size):
+    """A new file NAME of @size bytes in DIRECTORY (write_file), evicted
+    (evict): its path."""
+    path = os.path.join(directory, name)
+    write_file(path, size)
+    evict(path)
+    return path

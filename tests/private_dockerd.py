@@ -11,6 +11,8 @@ import subprocess
 import tempfile
 import time
 
+from pagetrace.core import process
+
 DOCKER = "/usr/bin/docker"      # docker.io's CLI, the daemon's own version
 
 
@@ -55,12 +57,7 @@ def daemon(data_root, name):
             time.sleep(0.2)
         yield env
     finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        process.stop(proc, signal.SIGTERM, 60)
         log.close()
         shutil.rmtree(run_dir, ignore_errors=True)
         for cgroup in docker_cgroups() - had:

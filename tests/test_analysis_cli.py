@@ -228,20 +228,28 @@ def test_fio_reads_the_iolog_back(capsys, tmp_path, real_files_trace):
     assert read["io_bytes"] == 8192 + 4096 + 4096
 
 
-def test_export_csv_and_parquet(capsys, tmp_path):
+CSV_HEADER = "timestamp_us,path,offset,kind,pid,tid,comm,cause,dev,ino"
+
+
+def export_csv_and_parquet(capsys, tmp_path, trace):
+    """`pagetrace export TRACE --csv --parquet`: the CSV's lines (its header
+    checked) and the Parquet table."""
     csv_path, parquet_path = tmp_path / "t.csv", tmp_path / "t.parquet"
-    code, _, _ = run_cli(capsys, "export", sample("escaped.log"), "--csv",
-                         str(csv_path), "--parquet", str(parquet_path))
+    code, _, _ = run_cli(capsys, "export", trace, "--csv", str(csv_path),
+                         "--parquet", str(parquet_path))
     assert code == 0
     lines = csv_path.read_text().splitlines()
+    assert lines[0] == CSV_HEADER
+    return lines, pq.read_table(parquet_path)
+
+
+def test_export_csv_and_parquet(capsys, tmp_path):
     # A version 1 trace has the kind column too, all `read`: one schema
     # for traces of both versions.
-    assert lines[0] == ("timestamp_us,path,offset,kind,pid,tid,comm,cause,"
-                        "dev,ino")
+    lines, table = export_csv_and_parquet(capsys, tmp_path, sample("escaped.log"))
     assert lines[1] == ("1763784000000000,/mnt/img/a\\040b\\012c,0,read,100,"
                         "100,weird\\040app,sync_ra,7:0,12")
     assert len(lines) == 9
-    table = pq.read_table(parquet_path)
     assert table.num_rows == 8
     assert table.column("kind").to_pylist() == ["read"] * 8
     assert table.column("offset").to_pylist()[4] == 12288
@@ -379,20 +387,13 @@ def test_v2_fio_export_counts_reads_only(capsys, tmp_path, used_and_reads):
 
 
 def test_v2_csv_and_parquet_keep_every_record_and_kind(capsys, tmp_path):
-    csv_path, parquet_path = tmp_path / "u.csv", tmp_path / "u.parquet"
-    code, _, _ = run_cli(capsys, "export", sample("used.log"), "--csv",
-                         str(csv_path), "--parquet", str(parquet_path))
-    assert code == 0
-    lines = csv_path.read_text().splitlines()
-    assert lines[0] == ("timestamp_us,path,offset,kind,pid,tid,comm,cause,"
-                        "dev,ino")
+    lines, table = export_csv_and_parquet(capsys, tmp_path, sample("used.log"))
     # 13 records: 7 read, 4 access, 2 map.
     kinds = [line.split(",")[3] for line in lines[1:]]
     assert (kinds.count("read"), kinds.count("access"),
             kinds.count("map")) == (7, 4, 2)
     assert lines[12] == ("1763784000000130,/etc/cached.conf,0,access,100,"
                          "100,app,read,254:1,14")
-    table = pq.read_table(parquet_path)
     assert table.column_names[:4] == ["ts_us", "path", "offset", "kind"]
     assert table.column("kind").to_pylist() == kinds
 

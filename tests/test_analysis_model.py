@@ -25,6 +25,12 @@ def plan():
     return read_plan(os.path.join(SAMPLES, "plan.csv"))
 
 
+def ranges(requests):
+    """A request table's (path, offset, length) rows, in its order."""
+    return list(zip(requests["path"].astype(str), requests["offset"],
+                    requests["length"]))
+
+
 def test_per_file(basic):
     table = metrics.per_file(basic)
     assert table.index.tolist() == ["/usr/lib/libfoo.so",
@@ -46,8 +52,7 @@ def test_totals(basic):
 
 def test_group_requests_follows_trace_order(basic):
     requests = metrics.group_requests(basic)
-    assert list(zip(requests["path"].astype(str), requests["offset"],
-                    requests["length"])) == [
+    assert ranges(requests) == [
         ("/usr/lib/libfoo.so", 0, 12288),
         ("/usr/lib/libbar.so", 524288, 8192),
         ("/usr/lib/libfoo.so", 65536, 4096),
@@ -96,8 +101,7 @@ def test_physical_seeks_from_plan(plan):
 
 def test_sort_plan_physically_order(plan):
     on_disk = metrics.sort_plan_physically(plan)
-    assert list(zip(on_disk["path"].astype(str), on_disk["offset"],
-                    on_disk["length"])) == [
+    assert ranges(on_disk) == [
         ("/usr/lib/libbar.so", 0, 4096),
         ("/usr/lib/libbar.so", 524288, 8192),
         ("/usr/lib/libfoo.so", 0, 16384),

@@ -314,7 +314,11 @@ def test_metadata_reads_are_counted_apart(tmp_path):
 
 # --- refusals and bad input --------------------------------------------
 
-def _one_line_error(err):
+def _refusal(capsys, *args):
+    """`pagetrace waste ARGS`' one line on stderr, once it has exited 1 with
+    nothing on stdout and no traceback."""
+    code, out, err = run_cli(capsys, "waste", *args)
+    assert (code, out) == (1, "")
     assert "Traceback" not in err
     assert len(err.splitlines()) == 1, err
     return err.rstrip("\n")
@@ -322,9 +326,7 @@ def _one_line_error(err):
 
 def test_version_1_trace_is_refused(capsys):
     basic = os.path.join(SAMPLES, "basic.log")
-    code, out, err = run_cli(capsys, "waste", basic)
-    assert (code, out) == (1, "")
-    assert _one_line_error(err) == (
+    assert _refusal(capsys, basic) == (
         f"pagetrace: {basic}: no access records in a version 1 trace, so "
         "used pages cannot be told from unused ones; record one with "
         "trace --used -c CMD")
@@ -337,17 +339,14 @@ def test_version_2_without_access_records_is_refused(capsys, tmp_path):
     path = write_v2(tmp_path / "noaccess.log", [
         (1, "/f", 0, "read", "sync_ra"), (2, "/f", 0, "map", "fault")],
         records_header="read map")
-    code, out, err = run_cli(capsys, "waste", "--json", path)
-    assert (code, out) == (1, "")
-    assert "no access records in a version 2 trace" in _one_line_error(err)
-    assert err.rstrip().endswith("record one with trace --used -c CMD")
+    err = _refusal(capsys, "--json", path)
+    assert "no access records in a version 2 trace" in err
+    assert err.endswith("record one with trace --used -c CMD")
 
 
 def test_missing_file(capsys, tmp_path):
     missing = str(tmp_path / "nothing.log")
-    code, out, err = run_cli(capsys, "waste", missing)
-    assert (code, out) == (1, "")
-    assert _one_line_error(err) == \
+    assert _refusal(capsys, missing) == \
         f"pagetrace: {missing}: No such file or directory"
 
 
@@ -367,9 +366,7 @@ def test_malformed_records_are_flagged_and_skipped(capsys, tmp_path):
 
 def test_unknown_version(capsys):
     path = os.path.join(SAMPLES, "unknown-version.log")
-    code, out, err = run_cli(capsys, "waste", path)
-    assert (code, out) == (1, "")
-    assert _one_line_error(err) == (
+    assert _refusal(capsys, path) == (
         f"pagetrace: {path}: unsupported trace format version '3' "
         "(this reader knows 1, 2)")
 

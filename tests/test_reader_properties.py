@@ -90,8 +90,16 @@ def trace_bytes(draw):
     return data
 
 
-def c_trace(path):
-    done = subprocess.run([TRACE_DUMP, str(path)], capture_output=True)
+def dumped(tool, tmp_path, name, data, **kw):
+    """DATA written to TMP_PATH/NAME and the C reader's dump TOOL run on
+    it: (the path, the finished process)."""
+    assert os.access(tool, os.X_OK), f"make builds {os.path.relpath(tool, REPO)}"
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path, subprocess.run([tool, str(path)], capture_output=True, **kw)
+
+
+def c_trace(done):
     if done.returncode != 0 and not done.stdout.strip().startswith(b"{\n"):
         return {"refused": done.stderr.decode("utf-8", "replace").split(": ", 2)[-1].strip()}
     return json.loads(done.stdout)
@@ -107,10 +115,8 @@ def python_trace(data, path):
 @SETTINGS
 @given(data=trace_bytes())
 def test_trace_readers_agree(tmp_path, data):
-    assert os.access(TRACE_DUMP, os.X_OK), "make builds replay/.output/tracefile-dump"
-    path = tmp_path / "t.log"
-    path.write_bytes(data)
-    c, py = c_trace(path), python_trace(data, path)
+    path, done = dumped(TRACE_DUMP, tmp_path, "t.log", data)
+    c, py = c_trace(done), python_trace(data, path)
     if "unsupported_version" in c:
         assert "refused" in py and "unsupported trace format version" in py["refused"], (c, py)
         return
@@ -168,11 +174,6 @@ def pack_bytes(draw):
     return data
 
 
-def c_pack(path):
-    done = subprocess.run([PACK_DUMP, str(path)], capture_output=True, text=True)
-    return json.loads(done.stdout), done.returncode
-
-
 def python_pack(data):
     try:
         return {"pack": packfile.as_json(packfile.parse_bytes(data))}
@@ -183,9 +184,7 @@ def python_pack(data):
 @SETTINGS
 @given(data=pack_bytes())
 def test_pack_readers_agree(tmp_path, data):
-    assert os.access(PACK_DUMP, os.X_OK), "make builds launch/.output/packfile-dump"
-    path = tmp_path / "p.pack"
-    path.write_bytes(data)
-    (c, status), py = c_pack(path), python_pack(data)
+    _, done = dumped(PACK_DUMP, tmp_path, "p.pack", data, text=True)
+    c, py = json.loads(done.stdout), python_pack(data)
     assert c == py, data
-    assert status == (1 if "refused" in c else 0)
+    assert done.returncode == (1 if "refused" in c else 0)

@@ -17,9 +17,9 @@ import time
 import pytest
 
 import loopimg
-from conftest import REPO, require_root, wait_ready
+from conftest import REPO, output_beside_read, require_root, wait_ready
 from trace_oracle import Trace
-from pagecache_util import PAGE, cached_since_eviction, evict, resident_pages, write_file
+from pagecache_util import PAGE, cached_since_eviction, cold_file, evict, resident_pages, write_file
 
 TRACE = os.path.join(REPO, "tracer", "trace")
 MiB = 1 << 20
@@ -69,9 +69,7 @@ def assert_trace_matches_cache(trace, path):
 
 @pytest.mark.parametrize("attach", ["tp_btf", "raw_tp"])
 def test_sequential_read(data_dir, attach):
-    f = os.path.join(data_dir, "seq.bin")
-    write_file(f, 8 * MiB)
-    evict(f)
+    f = cold_file(data_dir, "seq.bin", 8 * MiB)
     trace, _ = traced("--attach", attach, "--", "dd", f"if={f}", "of=/dev/null", "bs=64k")
     assert trace.header["tracer"].endswith(f"{attach}, bpf_loop)")
     assert_trace_matches_cache(trace, f)
@@ -83,9 +81,7 @@ def test_sequential_read(data_dir, attach):
 def test_scattered_preads_with_holes(data_dir):
     # The 2011 experiment: 64 KiB at 0 and 64 KiB at 512 KiB of a 1 MiB
     # file, 100,000 times; only the first of each can miss the cache.
-    f = os.path.join(data_dir, "holes.bin")
-    write_file(f, 1 * MiB)
-    evict(f)
+    f = cold_file(data_dir, "holes.bin", 1 * MiB)
     trace, _ = traced(*python_cmd(f"""
         import os
         fd = os.open({f!r}, os.O_RDONLY)
@@ -100,9 +96,7 @@ def test_scattered_preads_with_holes(data_dir):
 
 
 def test_mmap_random_touches(data_dir):
-    f = os.path.join(data_dir, "mapped.bin")
-    write_file(f, 16 * MiB)
-    evict(f)
+    f = cold_file(data_dir, "mapped.bin", 16 * MiB)
     trace, _ = traced("-x", *python_cmd(f"""
         import mmap, os, random
         fd = os.open({f!r}, os.O_RDONLY)
@@ -128,9 +122,7 @@ def test_exec_of_a_binary(data_dir):
 
 
 def test_grandchild_through_sh(data_dir):
-    f = os.path.join(data_dir, "deep.bin")
-    write_file(f, 256 * 1024)
-    evict(f)
+    f = cold_file(data_dir, "deep.bin", 256 * 1024)
     trace, _ = traced("-x", "-c", f"sh -c 'cat {f} > /dev/null; true'; true")
     assert_trace_matches_cache(trace, f)
     pids = {r[3][0] for r in trace.records if r[1] == f}
@@ -156,9 +148,7 @@ def test_tmpfs_file_records_nothing(tmpfs_dir):
 
 
 def test_page_cache_hits_record_nothing(data_dir):
-    f = os.path.join(data_dir, "hot.bin")
-    write_file(f, 1 * MiB)
-    evict(f)
+    f = cold_file(data_dir, "hot.bin", 1 * MiB)
     with open(f, "rb") as fh:
         fh.read()
     trace, _ = traced("--", "md5sum", f)
@@ -166,9 +156,7 @@ def test_page_cache_hits_record_nothing(data_dir):
 
 
 def test_odirect_records_nothing(data_dir):
-    f = os.path.join(data_dir, "direct.bin")
-    write_file(f, 1 * MiB)
-    evict(f)
+    f = cold_file(data_dir, "direct.bin", 1 * MiB)
     trace, _ = traced("--", "dd", f"if={f}", "of=/dev/null", "bs=64k", "iflag=direct",
                       "status=none")
     assert trace.pages(f) == []
@@ -176,9 +164,7 @@ def test_odirect_records_nothing(data_dir):
 
 
 def test_space_and_newline_in_name(data_dir):
-    f = os.path.join(data_dir, "a name with space\nand newline\\ \t.bin")
-    write_file(f, 64 * 1024)
-    evict(f)
+    f = cold_file(data_dir, "a name with space\nand newline\\ \t.bin", 64 * 1024)
     proc = run_trace("--", "cat", f)
     record = [line for line in proc.stdout.splitlines() if not line.startswith("#")][0]
     assert "\\040" in record and "\\012" in record and "\\134" in record
@@ -186,9 +172,7 @@ def test_space_and_newline_in_name(data_dir):
 
 
 def test_deleted_file(data_dir):
-    f = os.path.join(data_dir, "doomed.bin")
-    write_file(f, 64 * 1024)
-    evict(f)
+    f = cold_file(data_dir, "doomed.bin", 64 * 1024)
     trace, _ = traced(*python_cmd(f"""
         import os
         fd = os.open({f!r}, os.O_RDONLY)
@@ -199,9 +183,7 @@ def test_deleted_file(data_dir):
 
 
 def test_large_folios_are_expanded(data_dir):
-    f = os.path.join(data_dir, "big.bin")
-    write_file(f, 64 * MiB)
-    evict(f)
+    f = cold_file(data_dir, "big.bin", 64 * MiB)
     trace, _ = traced("--", "dd", f"if={f}", "of=/dev/null", "bs=1M", "status=none")
     assert_trace_matches_cache(trace, f)
     assert trace.page_set(f) == set(range(64 * MiB // PAGE))
@@ -210,9 +192,7 @@ def test_large_folios_are_expanded(data_dir):
 
 
 def test_header_and_trailer(data_dir):
-    f = os.path.join(data_dir, "small.bin")
-    write_file(f, 3 * PAGE)
-    evict(f)
+    f = cold_file(data_dir, "small.bin", 3 * PAGE)
     trace, proc = traced("--", "cat", f)
     h = trace.header
     assert h["pagetrace-format"] == "1" and h["page-size"] == str(PAGE)
@@ -233,9 +213,7 @@ def test_header_and_trailer(data_dir):
 
 
 def test_extra_columns(data_dir):
-    f = os.path.join(data_dir, "extra.bin")
-    write_file(f, 4 * PAGE)
-    evict(f)
+    f = cold_file(data_dir, "extra.bin", 4 * PAGE)
     trace, _ = traced("-x", "--", "cat", f)
     assert trace.header["columns"] == "timestamp_us path offset pid tid comm cause dev ino"
     st = os.stat(f)
@@ -256,9 +234,7 @@ def test_lost_events_are_never_silent(data_dir):
     # A 4 KiB ring buffer cannot hold a single path event (> 8 KiB), so every
     # name is lost: trace must say so on stderr, in the trailer and in its
     # exit status, and the records fall back to //unknown paths.
-    f = os.path.join(data_dir, "lossy.bin")
-    write_file(f, 64 * 1024)
-    evict(f)
+    f = cold_file(data_dir, "lossy.bin", 64 * 1024)
     proc = run_trace("--ringbuf-size", "4K", "--", "cat", f, check_rc=3)
     trace = Trace(proc.stdout)
     assert int(trace.trailer["lost"]) >= 1
@@ -272,9 +248,7 @@ def test_lost_events_are_never_silent(data_dir):
 
 
 def test_pid_mode_follows_a_running_process(data_dir):
-    f = os.path.join(data_dir, "late.bin")
-    write_file(f, 128 * 1024)
-    evict(f)
+    f = cold_file(data_dir, "late.bin", 128 * 1024)
     r, w = os.pipe()
     target = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import os, subprocess, threading
@@ -296,9 +270,7 @@ def test_pid_mode_follows_a_running_process(data_dir):
 
 
 def test_no_children(data_dir):
-    f = os.path.join(data_dir, "child-only.bin")
-    write_file(f, 64 * 1024)
-    evict(f)
+    f = cold_file(data_dir, "child-only.bin", 64 * 1024)
     trace, _ = traced("--no-children", "--", "sh", "-c", f"cat {f} >/dev/null; true")
     assert trace.pages(f) == []
     evict(f)
@@ -307,15 +279,9 @@ def test_no_children(data_dir):
 
 
 def test_system_wide(data_dir):
-    f = os.path.join(data_dir, "anyone.bin")
-    write_file(f, 64 * 1024)
-    evict(f)
-    tracer = subprocess.Popen([TRACE, "-a", "-d", "4"], stdout=subprocess.PIPE,
-                              stderr=subprocess.PIPE, text=True)
-    wait_ready(tracer, "trace")
-    subprocess.run(["cat", f], stdout=subprocess.DEVNULL, check=True)
-    out, err = tracer.communicate(timeout=60)
-    assert tracer.returncode == 0, err
+    f = cold_file(data_dir, "anyone.bin", 64 * 1024)
+    status, out, err = output_beside_read([TRACE, "-a", "-d", "4"], "trace", f, 60)
+    assert status == 0, err
     assert Trace(out).page_set(f) == set(range(16))
 
 
@@ -477,9 +443,7 @@ def test_other_filesystems(fstype):
     with loopimg.loop_mount(fstype, size_mib=512) as (mountpoint, _):
         directory = os.path.join(mountpoint, "dir with space")
         os.makedirs(directory)
-        f = os.path.join(directory, "file.bin")
-        write_file(f, 4 * MiB)
-        evict(f)
+        f = cold_file(directory, "file.bin", 4 * MiB)
         trace, _ = traced("--", "md5sum", f)
         assert_trace_matches_cache(trace, f)
         assert trace.page_set(f) == set(range(4 * MiB // PAGE))
@@ -489,9 +453,7 @@ def test_other_filesystems(fstype):
 def test_bio_walk_without_bpf_loop(data_dir, attach):
     # Kernels before 5.17 lack bpf_loop and get a bounded loop instead;
     # force it here. The result must be the same, with nothing lost.
-    f = os.path.join(data_dir, "unrolled.bin")
-    write_file(f, 16 * MiB)
-    evict(f)
+    f = cold_file(data_dir, "unrolled.bin", 16 * MiB)
     trace, _ = traced("--no-bpf-loop", "--attach", attach, "--",
                       "dd", f"if={f}", "of=/dev/null", "bs=1M", "status=none")
     assert trace.header["tracer"].endswith(f"{attach}, unrolled)")

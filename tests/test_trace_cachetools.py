@@ -17,8 +17,8 @@ import textwrap
 
 import pytest
 
-from conftest import REPO, require_root, wait_ready
-from pagecache_util import PAGE, evict, locked_in_cache, resident_pages, write_file
+from conftest import REPO, output_beside_read, require_root, wait_ready
+from pagecache_util import PAGE, cold_file, evict, locked_in_cache, resident_pages, write_file
 from test_trace_used import (big_ra_ext4, data_dir,  # noqa: F401 (fixtures)
                              batch_ending_in_flight, IN_FLIGHT_PAGES)
 
@@ -54,6 +54,18 @@ def python(code):
     return f"{sys.executable} -c '{textwrap.dedent(code)}'"
 
 
+def written(path, size):
+    """Python code (for python()) that writes SIZE bytes to PATH and syncs
+    them: SIZE / 4096 pages dirtied, then written back."""
+    return textwrap.dedent(f"""
+        import os
+        with open("{path}", "wb") as fh:
+            fh.write(bytes(range(256)) * {size // 256})
+            fh.flush()
+            os.fsync(fh.fileno())
+        """)
+
+
 def _cat_and_libraries():
     cat = shutil.which("cat")
     listed = subprocess.run(["ldd", cat], capture_output=True, text=True, check=True).stdout
@@ -72,9 +84,7 @@ CAT_AND_LIBRARIES = _cat_and_libraries()
 
 
 def test_cold_then_warm_cat(data_dir):
-    f = os.path.join(data_dir, "cat.bin")
-    write_file(f, 8 * MiB)
-    evict(f)
+    f = cold_file(data_dir, "cat.bin", 8 * MiB)
     # Per process, cat's only misses must be the file's: its binary and
     # libraries are held in the cache (mlock), since DAMON on this VM may
     # reclaim them between tests.
@@ -118,17 +128,12 @@ def test_batch_returned_without_its_tracepoint(data_dir, tmp_path):
 
 def test_written_evicted_read_back_is_all_misses(data_dir):
     f = os.path.join(data_dir, "written.bin")
-    summary = cachetop_c(python(f"""
-        import os
-        with open("{f}", "wb") as fh:
-            fh.write(bytes(range(256)) * {4 * MiB // 256})
-            fh.flush()
-            os.fsync(fh.fileno())
+    summary = cachetop_c(python(written(f, 4 * MiB) + textwrap.dedent(f"""
         fd = os.open("{f}", os.O_RDONLY)
         os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
         while os.read(fd, 1 << 20):
             pass
-        """))
+        """)))
     row = file_row(summary, f)
     assert counts(row) == (0, 1024)
     assert row["read_hit_ratio"] == 0
@@ -137,13 +142,7 @@ def test_written_evicted_read_back_is_all_misses(data_dir):
 
 def test_writes_are_dirties_not_misses(data_dir):
     f = os.path.join(data_dir, "dirty.bin")
-    summary = cachetop_c(python(f"""
-        import os
-        with open("{f}", "wb") as fh:
-            fh.write(bytes(range(256)) * {8 * MiB // 256})
-            fh.flush()
-            os.fsync(fh.fileno())
-        """))
+    summary = cachetop_c(python(written(f, 8 * MiB)))
     row = file_row(summary, f)
     assert row["dirties"] == PAGES_8M
     assert counts(row) == (0, 0)
@@ -153,9 +152,7 @@ SCATTERED = [i * 1500 + 7 for i in range(10)]
 
 
 def test_scattered_preads_cold_then_warm(data_dir):
-    f = os.path.join(data_dir, "preads.bin")
-    write_file(f, 64 * MiB)
-    evict(f)
+    f = cold_file(data_dir, "preads.bin", 64 * MiB)
     code = f"""
         import os
         fd = os.open("{f}", os.O_RDONLY)
@@ -170,9 +167,7 @@ def test_scattered_preads_cold_then_warm(data_dir):
 
 
 def test_mmap_touches_cold_then_warm(data_dir):
-    f = os.path.join(data_dir, "touches.bin")
-    write_file(f, 64 * MiB)
-    evict(f)
+    f = cold_file(data_dir, "touches.bin", 64 * MiB)
     touched = [i * 2048 + 100 for i in range(8)]  # 8 MiB apart
     code = f"""
         import mmap, os
@@ -230,17 +225,11 @@ def test_json_of_names_that_are_not_utf8(data_dir):
 def test_cachestat_counts_a_cold_read(data_dir):
     """System-wide, so other work adds to it: at least the file's misses."""
     require_root()
-    f = os.path.join(data_dir, "stat.bin")
-    write_file(f, 8 * MiB)
-    evict(f)
+    f = cold_file(data_dir, "stat.bin", 8 * MiB)
     # The interval starts once cachestat is attached, which it says: the
     # read lands in it however long loading takes.
-    stat = subprocess.Popen([CACHESTAT, "-j", "5", "1"], stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
-    wait_ready(stat, "cachestat")
-    subprocess.run(["cat", f], stdout=subprocess.DEVNULL, check=True)
-    out, _ = stat.communicate(timeout=30)
-    assert stat.returncode == 0
+    status, out, err = output_beside_read([CACHESTAT, "-j", "5", "1"], "cachestat", f, 30)
+    assert status == 0, err
     (line,) = out.splitlines()
     sample = json.loads(line)
     assert sample["misses"] >= PAGES_8M
@@ -290,9 +279,7 @@ def test_help_and_version(tool):
 def test_cachetop_pid_follows_one_process(data_dir):
     """-p: only that process, counted per interval."""
     require_root()
-    f = os.path.join(data_dir, "pid.bin")
-    write_file(f, 1 * MiB)
-    evict(f)
+    f = cold_file(data_dir, "pid.bin", 1 * MiB)
     reader = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys
         sys.stdin.readline()

@@ -156,6 +156,25 @@ def restricted(caps, port):
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
 
+def scraped_metrics(port, alive=lambda: None, timeout=60):
+    """The metric names of the first scrape of 127.0.0.1:PORT that answers
+    within TIMEOUT seconds, as OpenMetrics' parser reads them; None if none
+    answers. alive() is checked before each try."""
+    from prometheus_client.openmetrics.parser import text_string_to_metric_families
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        alive()
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
+                                        timeout=5) as response:
+                body = response.read().decode()
+        except OSError:
+            time.sleep(0.2)
+            continue
+        return {f.name for f in text_string_to_metric_families(body)}
+    return None
+
+
 @pytest.mark.parametrize("caps, serves", [
     (["bpf", "perfmon"], True),
     (["bpf"], False),
@@ -174,19 +193,12 @@ def test_exporter_runs_with_only_what_the_unit_keeps(caps, serves):
             err = proc.communicate(timeout=60)[1]
             assert proc.returncode == 1 and len(err.splitlines()) >= 1, err
             return
-        body = None
-        deadline = time.monotonic() + 60
-        while body is None and time.monotonic() < deadline:
+
+        def alive():
             assert proc.poll() is None, proc.communicate()[1]
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
-                                            timeout=5) as response:
-                    body = response.read().decode()
-            except OSError:
-                time.sleep(0.2)
-        from prometheus_client.openmetrics.parser import text_string_to_metric_families
-        names = {f.name for f in text_string_to_metric_families(body)}
-        assert "pagetrace_cache_hits" in names
+
+        names = scraped_metrics(port, alive)
+        assert names is not None and "pagetrace_cache_hits" in names
     finally:
         if proc.poll() is None:
             proc.terminate()
@@ -286,18 +298,10 @@ def test_units_under_systemd_in_nspawn():
     nspawn, init = _boot(NSPAWN_ROOT)
     try:
         _in_container(init, "systemctl", "start", "pagetrace-cachestat")
-        body, deadline = None, time.monotonic() + 60
-        while body is None and time.monotonic() < deadline:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics",
-                                            timeout=5) as response:
-                    body = response.read().decode()
-            except OSError:
-                time.sleep(0.3)
-        assert body is not None, _in_container(init, "journalctl", "-u", "pagetrace-cachestat",
-                                               "--no-pager", check=False).stdout
-        from prometheus_client.openmetrics.parser import text_string_to_metric_families
-        assert "pagetrace_cache_hits" in {f.name for f in text_string_to_metric_families(body)}
+        names = scraped_metrics(port)
+        assert names is not None, _in_container(init, "journalctl", "-u", "pagetrace-cachestat",
+                                                "--no-pager", check=False).stdout
+        assert "pagetrace_cache_hits" in names
         main = _in_container(init, "systemctl", "show", "-P", "MainPID",
                              "pagetrace-cachestat").stdout.strip()
         # the container's pid of it: its host pid is found by its command line

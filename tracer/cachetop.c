@@ -27,6 +27,7 @@
 #include "json.h"
 #include "attach_choice.h"
 #include "bpf_cost.h"
+#include "cgroup_names.h"
 #include "container.h"
 #include "option.h"
 #include "target_options.h"

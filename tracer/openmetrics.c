@@ -29,7 +29,7 @@
 #include "http_server.h"
 #include "openmetrics.h"
 #include "cache_load.h"
-#include "container.h"
+#include "cgroup_names.h"
 
 #define OM_PRUNE_NS (60 * 1000000000ull)	/* gone cgroups dropped this often */
 
@@ -171,11 +171,11 @@ static void metrics(struct exposition *x, const __u64 *t, const char *cgroup)
 	}
 }
 
-/* One cgroup's sample: pagetrace_cache_cgroup_NAME{cgroup_id=,cgroup=,container=} VALUE. */
-static void cgroup_sample(FILE *out, const char *name, __u64 id, const char *value)
+/* One cgroup's sample: pagetrace_cache_cgroup_NAME{cgroup_id=,cgroup=,container=} VALUE;
+ * @known NULL for a cgroup gone before it was named. */
+static void cgroup_sample(FILE *out, const char *name, __u64 id, const struct cgroup_name *known,
+			  const char *value)
 {
-	const struct cgroup_name *known = name_cgroup(id, NULL);
-
 	fprintf(out, "pagetrace_cache_cgroup_%s{cgroup_id=\"%llu\"", name, (unsigned long long)id);
 	if (known && known->path[0]) {
 		fputs(",cgroup=\"", out);
@@ -188,6 +188,23 @@ static void cgroup_sample(FILE *out, const char *name, __u64 id, const char *val
 		putc('"', out);
 	}
 	fprintf(out, "} %s\n", value);
+}
+
+/*
+ * A cgroup's samples wait until its name is known: a container's name is
+ * asked without blocking the scrape, and a series whose labels changed
+ * once it was known would be a second series. Until then (a runtime's
+ * answer, at most CONTAINER_ASK_S) the cgroup families add up to less than
+ * the totals. Moves the rows to show to the front; how many.
+ */
+static int named_rows(struct cgroup_counts *rows, int n)
+{
+	int shown = 0;
+
+	for (int i = 0; i < n; i++)
+		if (name_cgroup_nowait(rows[i].id))	/* -1: gone unnamed, shown by id */
+			rows[shown++] = rows[i];
+	return shown;
 }
 
 static void cgroup_metrics(struct exposition *x, const struct cgroup_counts *rows, int n)
@@ -211,7 +228,7 @@ static void cgroup_metrics(struct exposition *x, const struct cgroup_counts *row
 
 			snprintf(value, sizeof(value), "%llu",
 				 *(const unsigned long long *)(k + counters[c].field));
-			cgroup_sample(x->out, name, rows[i].id, value);
+			cgroup_sample(x->out, name, rows[i].id, cgroup_name_known(rows[i].id), value);
 		}
 	}
 	family(x, "cgroup_read_hit_ratio", "gauge", "ratio", "hits / (hits + misses) since "
@@ -220,7 +237,8 @@ static void cgroup_metrics(struct exposition *x, const struct cgroup_counts *row
 		const struct cache_counts *k = &rows[i].counts;
 
 		ratio_value(value, sizeof(value), k->hits, k->misses);
-		cgroup_sample(x->out, "read_hit_ratio", rows[i].id, value);
+		cgroup_sample(x->out, "read_hit_ratio", rows[i].id, cgroup_name_known(rows[i].id),
+			      value);
 	}
 }
 
@@ -243,7 +261,7 @@ static int exposition(void *ctx, enum http_format format, char **body, size_t *s
 		return -1;
 	}
 	metrics(&x, totals, om->cgroup);
-	cgroup_metrics(&x, rows, nrows);
+	cgroup_metrics(&x, rows, named_rows(rows, nrows));
 	if (x.om)
 		fputs("# EOF\n", x.out);
 	free(rows);
@@ -394,6 +412,7 @@ void openmetrics_close(struct openmetrics *om)
 	if (!om)
 		return;
 	http_server_free(om->http);
+	cgroup_names_close();
 	free(om);
 }
 

@@ -4,6 +4,7 @@
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -108,11 +109,16 @@ static int load_parts(struct split *sp, const struct bpf_object_open_opts *opts,
 		err = reuse_maps(*main->obj, objs[i]);
 	if (err)
 		return err;
+	/* One malloc arena: what the second thread allocates and frees goes
+	 * back to the main heap. In an arena of its own it stayed resident for
+	 * the process's life (11 MiB in the cache tools). */
+	mallopt(M_ARENA_MAX, 1);
 	err = pthread_create(&thread, NULL, load_in_thread, parts[1]);
 	if (err)
 		return -err;
 	err = bpf_object__load_skeleton(parts[0]);
 	pthread_join(thread, &result);
+	malloc_trim(0);
 	return err ? err : (int)(long)result;
 }
 

@@ -52,10 +52,7 @@ QEMU = "qemu-system-aarch64"
 
 class Kernel(kernelvm.Kernel):
     arch = "arm64"
-
-    @property
-    def root(self):
-        return os.path.join(CACHE, self.name)
+    cache = CACHE
 
     @property
     def initrd(self):

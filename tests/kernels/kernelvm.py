@@ -34,6 +34,8 @@ GUEST_MODULES = ("loop", "ext4", "xfs", "zram")
 
 
 class Kernel:
+    cache = CACHE  # where the kernels of this architecture are unpacked
+
     def __init__(self, name, suite, packages):
         self.name, self.suite, self.packages = name, suite, packages
 
@@ -43,7 +45,7 @@ class Kernel:
 
     @property
     def root(self):
-        return os.path.join(CACHE, self.name)
+        return os.path.join(self.cache, self.name)
 
     @property
     def btf(self):

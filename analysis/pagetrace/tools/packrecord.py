@@ -24,7 +24,7 @@ import tempfile
 import time
 
 from pagetrace import __version__
-from pagetrace.core import packfile, tracefile
+from pagetrace.core import packfile, process, tracefile
 from pagetrace.core.c_tools import find_c_tool
 from pagetrace.core.escape import display_path
 from pagetrace.core.packfile import pack_name, packs_dir
@@ -267,13 +267,7 @@ def trace_target(trace_argv, command):
                                   f"{starter.returncode}: the target's start failed")
         return tracer.returncode
     finally:
-        if tracer.poll() is None:
-            tracer.send_signal(signal.SIGINT)
-            try:
-                tracer.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                tracer.kill()
-                tracer.wait()
+        process.stop(tracer, signal.SIGINT, 30)
 
 
 def record_runs(command, runs, workdir, tracer, quiet=False, target=()):
