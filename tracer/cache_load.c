@@ -104,7 +104,7 @@ struct cache_bpf *cache_load(const struct cache_load_options *o)
 	if (!skel)
 		return NULL;
 	/* Before attaching: every run of the programs counted (bpf_cost.h). */
-	cost_stats_start(false);
+	cost_stats_start(!o->cost);
 	err = engine_attach(&engine);
 	if (err) {
 		attach_failure_say(err, "it");

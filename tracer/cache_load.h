@@ -18,12 +18,15 @@ struct cache_load_options {
 	bool per_file;
 	bool per_cgroup;	/* counts per cgroup2 id */
 	bool verbose;		/* libbpf's messages */
+	bool cost;		/* BPF run-time statistics on: the tool reports its cost */
 };
 
 /* open -> rodata -> load (tp_btf, else raw_tp) -> attach; errors said. */
 struct cache_bpf *cache_load(const struct cache_load_options *options);
 void cache_unload(struct cache_bpf *skel);
-/* The programs' run time so far (bpf_cost.h; statistics on from cache_load()). */
+/* The programs' run time so far (bpf_cost.h; statistics on from cache_load()
+ * when options.cost: kept on for a monitor's life, they would tax every BPF
+ * program of the host). */
 struct bpf_cost;
 void cache_cost(struct cache_bpf *skel, struct bpf_cost *cost);
 /*

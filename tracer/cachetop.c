@@ -521,6 +521,7 @@ int main(int argc, char **argv)
 	load.per_file = opts.command || opts.by == BY_FILE;
 	load.per_cgroup = opts.by == BY_CGROUP;
 	load.verbose = opts.common.verbose;
+	load.cost = opts.command != NULL;	/* reported with -c's summary */
 	skel = cache_load(&load);
 	if (!skel || load_mounts())
 		goto cleanup;
