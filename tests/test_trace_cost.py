@@ -16,6 +16,7 @@ import contextlib
 import json
 import os
 import re
+import socket
 import subprocess
 import sys
 import textwrap
@@ -251,6 +252,42 @@ def test_cachetop_json_carries_the_cost(cold_file):
     assert len(programs) >= 5 and len({p["name"] for p in programs}) == len(programs)
     assert sum(p["runs"] for p in programs) == report["bpf_runs"]
     assert sum(p["ns"] for p in programs) == report["bpf_ns"]
+
+
+def bpf_stats_held(pid):
+    """Does process PID hold a BPF_ENABLE_STATS descriptor?"""
+    fds = f"/proc/{pid}/fd"
+    return any(os.readlink(os.path.join(fds, fd)) == "anon_inode:bpf-stats"
+               for fd in os.listdir(fds))
+
+
+@pytest.mark.parametrize("tool", [
+    [CACHETOP, "-j", "60"],
+    [os.path.join(REPO, "tracer", "cachestat"), "-j", "60"],
+    [os.path.join(REPO, "tracer", "cachestat"), "--openmetrics", "PORT", "-j", "60"],
+    [CACHETOP, "-j", "-c", "sleep 5"]], ids=["cachetop", "cachestat", "exporter", "cachetop -c"])
+def test_only_a_tool_that_reports_its_cost_turns_statistics_on(tool):
+    """BPF run-time statistics tax every BPF program on the host while on:
+    a monitor that never reports its cost (cachestat, its exporter,
+    cachetop by interval) holds no BPF_ENABLE_STATS descriptor once its
+    programs are attached; cachetop -c, which reports it, does."""
+    require_root()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = f"127.0.0.1:{s.getsockname()[1]}"
+    tool = [port if arg == "PORT" else arg for arg in tool]
+    proc = subprocess.Popen(tool, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 60
+        while not any(os.readlink(f"/proc/{proc.pid}/fd/{fd}") == "anon_inode:bpf_link"
+                      for fd in os.listdir(f"/proc/{proc.pid}/fd")):
+            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+            time.sleep(0.05)
+        time.sleep(0.5)     # every link attached
+        assert bpf_stats_held(proc.pid) == ("-c" in tool)
+    finally:
+        proc.kill()
+        proc.wait()
 
 
 def xlated_programs(pid):

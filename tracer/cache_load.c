@@ -1,9 +1,10 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * cache_load: what cachestat and cachetop share on the user side. Owns the
- * loading of cache.bpf.c (which tracepoints, tp_btf or raw_tp, rodata), the
- * traced-task seeding, reading the totals, the lost-event report and the
- * parsing of INTERVAL and COUNT.
+ * cache_load: what cachestat and cachetop share on the user side. Owns
+ * cache.bpf.c's table for the engine loader (engine_load.h: its attach
+ * points and rodata) and its --budget configurations, reading the totals,
+ * the lost-event report and the options both tools take (INTERVAL, COUNT,
+ * -j, -v, and target_options.c's), with their --version.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -20,130 +21,35 @@
 #include "cache_load.h"
 #include "cache.skel.h"
 #include "attach_choice.h"
-#include "bpf_budget.h"
 #include "bpf_cost.h"
-#include "core_btf.h"
-#include "split_load.h"
+#include "engine_load.h"
 
 #define NR_PROGRAMS 11
 
-static void describe_programs(struct cache_bpf *skel, struct attach_choice *choices)
-{
-	__typeof__(skel->progs) *p = &skel->progs;
-	struct attach_choice table[NR_PROGRAMS] = {
-		ATTACH_BIO_AND_TASKS(p),
-		ATTACH_TRACEPOINT(p, "writeback_dirty_folio", "writeback", dirty),
-		ATTACH_READS_AND_FAULTS(p),
-		ATTACH_PAGE_ACCESS(p),
-	};
+/* Every attach point, each needed. */
+ENGINE_SKELETON(cache, NR_PROGRAMS,
+	ATTACH_BIO_AND_TASKS(p),
+	ATTACH_TRACEPOINT(p, "writeback_dirty_folio", "writeback", dirty),
+	ATTACH_READS_AND_FAULTS(p),
+	ATTACH_PAGE_ACCESS(p));
 
-	memcpy(choices, table, sizeof(table));
+/* The engine's select: every attach point is needed. */
+static void select_programs(void *skel, const struct attach_choice *c, struct engine_point *p,
+			    const void *arg)
+{
+	(void)skel, (void)c, (void)arg;
+	for (int i = 0; i < NR_PROGRAMS; i++)
+		p[i] = (struct engine_point){ .load = true, .needed_by = "it" };
 }
 
-/* Every attach point is needed; name the ones this kernel lacks. */
-static int select_programs(struct cache_bpf *skel, const struct btf *vmlinux,
-			   struct attach_choice *choices, bool use_btf)
+/* The engine's configure: the rodata from @arg, a struct cache_load_options. */
+static int configure(void *skel_, const struct btf *vmlinux, const void *arg)
 {
-	int missing = 0;
+	const struct cache_load_options *o = arg;
+	struct cache_bpf *skel = skel_;
 
-	describe_programs(skel, choices);
-	for (int i = 0; i < NR_PROGRAMS; i++)
-		attach_choice_find(&choices[i], vmlinux, use_btf);
-	attach_choice_functions(choices, NR_PROGRAMS, vmlinux);
-	for (int i = 0; i < NR_PROGRAMS; i++) {
-		if (!choices[i].how) {
-			errmsg(NULL, "kernel lacks tracepoint %s:%s%s, which it needs",
-			       choices[i].group, choices[i].tracepoint,
-			       choices[i].function ? ", nor its function in BTF for fentry" : "");
-			missing++;
-		}
-		attach_choice_set_autoload(&choices[i], true);
-	}
 	skel->rodata->get_pages_takes_count =
 		!kernel_param_is_pointer(vmlinux, "filemap_get_pages", 1);
-	return missing ? -1 : 0;
-}
-
-/*
- * The kernel's BTF into *@vmlinux, and the skeleton opened to relocate
- * against the part of it its CO-RE relocations can look up (core_btf.h).
- */
-static struct cache_bpf *open_skeleton(struct btf **vmlinux,
-					struct bpf_object_open_opts *open_opts, int *err)
-{
-	size_t size;
-	const void *elf = cache_bpf__elf_bytes(&size);
-	struct cache_bpf *skel;
-
-	*vmlinux = btf__load_vmlinux_btf();
-	if (!*vmlinux) {
-		errmsg("kernel BTF (/sys/kernel/btf/vmlinux)", "%s; the cache tools need a kernel "
-		       "built with CONFIG_DEBUG_INFO_BTF=y", errmsg_strerror(errno));
-		*err = -ENOENT;
-		return NULL;
-	}
-	open_opts->btf_custom_path = core_btf_path(*vmlinux, elf, size);
-	skel = cache_bpf__open_opts(open_opts);
-	if (!skel) {
-		*err = -errno;
-		errmsg("opening BPF object", "%s", errmsg_strerror(errno));
-	}
-	return skel;
-}
-
-static bool verbose;
-
-static int libbpf_print(enum libbpf_print_level level, const char *format, va_list args)
-{
-	va_list copy;
-
-	if (level != LIBBPF_DEBUG) {
-		va_copy(copy, args);
-		load_failure_note(format, copy);
-		va_end(copy);
-	}
-	return verbose ? vfprintf(stderr, format, args) : 0;
-}
-
-/* --budget: the configuration being measured (NULL: not measuring), and the programs over. */
-static const char *budget_config;
-static int budget_over;
-
-static void *open_skeleton_opts(const struct bpf_object_open_opts *open_opts)
-{
-	return cache_bpf__open_opts(open_opts);
-}
-
-static struct bpf_object_skeleton *skeleton_of(void *skel)
-{
-	return ((struct cache_bpf *)skel)->skeleton;
-}
-
-static void destroy_skeleton(void *skel)
-{
-	cache_bpf__destroy(skel);
-}
-
-static const struct split_ops cache_skeleton = { open_skeleton_opts, skeleton_of,
-						 destroy_skeleton };
-/* The loaded programs: the skeleton, or its two halves (split_load.h). */
-static struct split programs = { .ops = &cache_skeleton };
-
-static struct cache_bpf *open_and_load(const struct cache_load_options *o, bool use_btf, int *err)
-{
-	LIBBPF_OPTS(bpf_object_open_opts, open_opts);
-	struct attach_choice choices[NR_PROGRAMS];
-	struct btf *vmlinux = NULL;
-	struct cache_bpf *skel = open_skeleton(&vmlinux, &open_opts, err);
-	int missing = skel ? select_programs(skel, vmlinux, choices, use_btf) : 0;
-
-	btf__free(vmlinux);
-	if (!skel)
-		goto fail;
-	if (missing) {
-		*err = -ENOENT;
-		goto fail;
-	}
 	skel->rodata->trace_all = o->all;
 	skel->rodata->follow_children = true;
 	if (o->cgroup) {
@@ -158,91 +64,48 @@ static struct cache_bpf *open_and_load(const struct cache_load_options *o, bool 
 	skel->rodata->count_hits = true;
 	skel->rodata->page_shift = __builtin_ctzl((unsigned long)sysconf(_SC_PAGESIZE));
 	skel->rodata->use_bpf_loop = kernel_has_bpf_loop();
-	if (!skel->rodata->use_bpf_loop) {
-		errmsg(NULL, "the kernel lacks bpf_loop (v5.17), which it needs");
-		*err = -ENOENT;
-		goto fail;
-	}
+	if (!skel->rodata->use_bpf_loop)
+		return errmsg(NULL, "the kernel lacks bpf_loop (v5.17), which it needs"), -ENOENT;
 	skel->rodata->use_task_storage = thread_storage_fallback(skel->obj);
-	if (budget_config && budget_prepare(skel->obj)) {
-		*err = -ENOENT;
-		goto fail;
-	}
-	programs.main = skel;
-	*err = split_load(&programs, &open_opts, !budget_config && split_load_wanted(), false);
-	core_btf_close();
-	if (budget_config)
-		budget_over += budget_report(stdout, skel->obj, !*err, budget_config, o->all ?
-					     "cachestat" : "-c", use_btf ? "tp_btf" : "raw_tp");
-	if (!*err) {
-		if (verbose)
-			attach_choice_print(stderr, program_invocation_short_name, choices,
-					    NR_PROGRAMS, NULL);
-		return skel;
-	}
-fail:
-	programs.main = skel;
-	split_destroy(&programs);
-	core_btf_close();
-	return NULL;
+	return 0;
 }
 
-int cache_budget(bool verbose_)
+/* The table: cache.bpf.c, its attach points, its setup. */
+static struct engine engine = {
+	ENGINE_OF(cache),
+	.select = select_programs,
+	.configure = configure,
+	.may_split = true,
+};
+
+int cache_budget(bool verbose)
 {
 	/* cachestat's counters, and cachetop -c's: per process and per file. */
-	static const struct cache_load_options configs[] = {
-		{ .all = true },
-		{ .per_process = true, .per_file = true },
+	static const struct cache_load_options cachestat = { .all = true },
+		cachetop = { .per_process = true, .per_file = true };
+	static const struct engine_config configs[] = {
+		{ "cachestat", "cachestat", &cachestat, false },
+		{ "cachetop", "-c", &cachetop, false },
 	};
-	int refused = 0, err;
 
-	verbose = verbose_;
-	libbpf_set_print(libbpf_print);
-	budget_header(stdout);
-	for (int btf = 1; btf >= 0; btf--) {
-		for (size_t i = 0; i < sizeof(configs) / sizeof(configs[0]); i++) {
-			struct cache_bpf *skel;
-
-			budget_config = configs[i].all ? "cachestat" : "cachetop";
-			skel = open_and_load(&configs[i], btf, &err);
-			if (!skel && err == -ENOENT)
-				printf("# %s %s: not loadable on this kernel (said above)\n",
-				       budget_config, btf ? "tp_btf" : "raw_tp");
-			else if (!skel)
-				refused++;
-			cache_unload(skel);
-		}
-	}
-	if (refused && load_failure_describe())
-		errmsg("loading BPF programs", "the kernel refused %s", load_failure_describe());
-	return budget_verdict(program_invocation_short_name, budget_over, refused);
+	engine.tool = program_invocation_short_name;
+	engine.verbose = verbose;
+	return engine_budget(&engine, configs, sizeof(configs) / sizeof(configs[0]));
 }
 
 struct cache_bpf *cache_load(const struct cache_load_options *o)
 {
 	struct cache_bpf *skel;
-	int err = 0;
+	int err;
 
-	verbose = o->verbose;
-	libbpf_set_print(libbpf_print);
-	skel = open_and_load(o, true, &err);
-	if (!skel && err != -ENOENT)
-		skel = open_and_load(o, false, &err);
-	if (!skel) {
-		if (err == -EPERM || (err == -EACCES && geteuid() != 0))
-			errmsg("loading BPF programs", "%s: run as root (uid %d)",
-			       errmsg_strerror(-err), (int)getuid());
-		else if (err != -ENOENT && load_failure_describe())
-			errmsg("loading BPF programs", "the kernel refused %s (rerun with -v for "
-			       "the verifier's log)", load_failure_describe());
-		else if (err != -ENOENT)
-			errmsg("loading BPF programs", "%s (rerun with -v for the verifier's log)",
-			       errmsg_strerror(-err));
+	engine.tool = program_invocation_short_name;
+	engine.verbose = o->verbose;
+	skel = engine_load(&engine, o, ENGINE_AUTO);
+	if (!skel)
 		return NULL;
-	}
 	/* Before attaching: every run of the programs counted (bpf_cost.h). */
-	cost_stats_start(false);
-	err = split_attach(&programs);
+	cost_stats_start(!o->cost);
+	err = engine_attach(&engine);
 	if (err) {
 		attach_failure_say(err, "it");
 		cache_unload(skel);
@@ -253,17 +116,15 @@ struct cache_bpf *cache_load(const struct cache_load_options *o)
 
 void cache_unload(struct cache_bpf *skel)
 {
-	programs.main = skel;
-	split_destroy(&programs);
+	(void)skel;	/* the engine's */
+	engine_unload(&engine);
 	cost_stats_stop();
 }
 
 void cache_cost(struct cache_bpf *skel, struct bpf_cost *cost)
 {
-	struct bpf_object *objs[2];
-
-	(void)skel;	/* programs.main */
-	cost_read(objs, split_objects(&programs, objs), cost);
+	(void)skel;
+	engine_cost(&engine, cost);
 }
 
 int cache_read_totals(struct cache_bpf *skel, __u64 totals[NR_CACHE_COUNTERS])
@@ -375,7 +236,25 @@ static int parse_count(const char *text, unsigned long *count)
 	return 0;
 }
 
-void interval_argument(struct argp_state *state, struct interval_args *args, const char *text)
+/* Bad usage exits 2, as both tools' pages say, not argp's default 64. */
+error_t argp_err_exit_status = 2;
+
+/* --version: "cachestat (pagetrace) VERSION", installed as pagetrace-cachestat or not. */
+static void print_version(FILE *f, struct argp_state *state)
+{
+	const char *name = program_invocation_short_name;
+
+	(void)state;
+	if (!strncmp(name, "pagetrace-", strlen("pagetrace-")))
+		name += strlen("pagetrace-");
+	fprintf(f, "%s (pagetrace) %s\n", name, PAGETRACE_VERSION);
+}
+
+void (*argp_program_version_hook)(FILE *, struct argp_state *) = print_version;
+
+/* The next positional argument: INTERVAL, then COUNT. */
+static void interval_argument(struct argp_state *state, struct interval_args *args,
+			      const char *text)
 {
 	int bad;
 
@@ -387,3 +266,35 @@ void interval_argument(struct argp_state *state, struct interval_args *args, con
 	if (bad)
 		exit(2);	/* said by the parser */
 }
+
+static const struct argp_option cache_options[] = {
+	{ "json", 'j', NULL, 0, "JSON: one object a line, per interval (cachetop -c: one, when "
+	  "CMD exits)", 0 },
+	{ "verbose", 'v', NULL, 0, "Show libbpf's messages (cachetop -c: and the BPF cost of "
+	  "each program)", 0 },
+	{},
+};
+
+static error_t parse_cache_args(int key, char *arg, struct argp_state *state)
+{
+	struct cache_args *args = state->input;
+
+	switch (key) {
+	case ARGP_KEY_INIT:
+		args->every.seconds = 1.0;
+		state->child_inputs[0] = &args->target;
+		break;
+	case 'j': args->json = true; break;
+	case 'v': args->verbose = true; break;
+	case ARGP_KEY_ARG: interval_argument(state, &args->every, arg); break;
+	default: return ARGP_ERR_UNKNOWN;
+	}
+	return 0;
+}
+
+static const struct argp_child with_pid[] = { { &target_argp, 0, NULL, 0 }, {} };
+static const struct argp_child without_pid[] = { { &target_argp_no_pid, 0, NULL, 0 }, {} };
+const struct argp cache_args_argp = { cache_options, parse_cache_args, NULL, NULL, with_pid,
+				      NULL, NULL };
+const struct argp cache_args_argp_no_pid = { cache_options, parse_cache_args, NULL, NULL,
+					     without_pid, NULL, NULL };

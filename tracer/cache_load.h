@@ -7,6 +7,7 @@
 #include <linux/types.h>
 #include "cache.h"
 #include "cgroup.h"
+#include "target_options.h"
 
 struct cache_bpf;
 
@@ -17,12 +18,15 @@ struct cache_load_options {
 	bool per_file;
 	bool per_cgroup;	/* counts per cgroup2 id */
 	bool verbose;		/* libbpf's messages */
+	bool cost;		/* BPF run-time statistics on: the tool reports its cost */
 };
 
 /* open -> rodata -> load (tp_btf, else raw_tp) -> attach; errors said. */
 struct cache_bpf *cache_load(const struct cache_load_options *options);
 void cache_unload(struct cache_bpf *skel);
-/* The programs' run time so far (bpf_cost.h; statistics on from cache_load()). */
+/* The programs' run time so far (bpf_cost.h; statistics on from cache_load()
+ * when options.cost: kept on for a monitor's life, they would tax every BPF
+ * program of the host). */
 struct bpf_cost;
 void cache_cost(struct cache_bpf *skel, struct bpf_cost *cost);
 /*
@@ -56,9 +60,18 @@ struct interval_args {
 	int given;		/* how many of the two were given */
 };
 
-/* Take the next positional argument of argp's parser: a bad one is said and
- * exits 2, as argp does for bad usage; a third is argp_error. */
-struct argp_state;
-void interval_argument(struct argp_state *state, struct interval_args *args, const char *text);
+/* What both tools take: [INTERVAL [COUNT]], -j, -v and the target options. */
+struct cache_args {
+	struct interval_args every;
+	bool json;		/* -j */
+	bool verbose;		/* -v */
+	struct target target;	/* -p (cachetop), --cgroup, --container */
+};
+
+/* Their argp child, its input a struct cache_args (handed over by the
+ * parent at ARGP_KEY_INIT); with target_options.h's (cachestat: without
+ * -p). A bad INTERVAL or COUNT is said in one line and exits 2, as argp
+ * does for bad usage; a third is argp_error. */
+extern const struct argp cache_args_argp, cache_args_argp_no_pid;
 
 #endif /* PAGETRACE_CACHE_LOAD_H */

@@ -20,24 +20,16 @@
 #include "attach_choice.h"
 #include "cache_load.h"
 #include "openmetrics.h"
-#include "container.h"
+#include "target_options.h"
 #include "clock.h"
 
 #define TOOL "cachestat"
 
 static struct options {
-	struct interval_args every;	/* [INTERVAL [COUNT]] */
-	bool json;
-	bool verbose;
-	const char *cgroup_path;	/* --cgroup */
-	const char *container;		/* --container */
-	struct cgroup_target cgroup;
+	struct cache_args common;	/* [INTERVAL [COUNT]], -j, -v, --cgroup, --container */
 	bool budget;
 	const char *openmetrics;	/* --openmetrics ADDR:PORT */
-} opts = { .every.seconds = 1.0 };
-
-const char *argp_program_version = TOOL " (pagetrace) " PAGETRACE_VERSION;
-error_t argp_err_exit_status = 2;
+} opts;
 
 static const char doc[] =
 "Page-cache hits, misses and dirties of the whole system (or of one cgroup\n"
@@ -62,18 +54,12 @@ static const char doc[] =
 "\n"
 "OPTIONS:";
 
-enum { OPT_CGROUP = 0x100, OPT_CONTAINER, OPT_OPENMETRICS, OPT_BUDGET };
+enum { OPT_OPENMETRICS = 0x100, OPT_BUDGET };
 
 static const struct argp_option argp_options[] = {
-	{ "cgroup", OPT_CGROUP, "PATH", 0, "Only tasks in the cgroup PATH or below it, also those that "
-	  "join later (PATH: its directory, or its path in the cgroup2 hierarchy)", 0 },
-	{ "container", OPT_CONTAINER, "NAME", 0, "Only the running container NAME (or ID), as "
-	  "docker or podman knows it: its cgroup, as with --cgroup", 0 },
 	{ "openmetrics", OPT_OPENMETRICS, "ADDR:PORT", 0, "Also serve the totals since the start "
 	  "(hits, misses, dirties, hit ratio, lost events), and the same per cgroup, as "
 	  "OpenMetrics text over HTTP on ADDR:PORT (:PORT: 127.0.0.1), until stopped", 0 },
-	{ "json", 'j', NULL, 0, "One JSON object per interval, one per line", 0 },
-	{ "verbose", 'v', NULL, 0, "Show libbpf's messages", 0 },
 	{ "budget", OPT_BUDGET, NULL, 0, "Count nothing: load cachestat's and cachetop's programs "
 	  "with each attach mode and print their verified instructions and stack; exit 1 above "
 	  "500000 or 448 bytes", 0 },
@@ -83,15 +69,9 @@ static const struct argp_option argp_options[] = {
 static error_t parse_opt(int key, char *arg, struct argp_state *state)
 {
 	switch (key) {
-	case 'j': opts.json = true; break;
-	case 'v': opts.verbose = true; break;
-	case OPT_CGROUP: opts.cgroup_path = arg; break;
-	case OPT_CONTAINER: opts.container = arg; break;
+	case ARGP_KEY_INIT: state->child_inputs[0] = &opts.common; break;
 	case OPT_BUDGET: opts.budget = true; break;
 	case OPT_OPENMETRICS: opts.openmetrics = arg; break;
-	case ARGP_KEY_ARG:
-		interval_argument(state, &opts.every, arg);
-		break;
 	default:
 		return ARGP_ERR_UNKNOWN;
 	}
@@ -138,7 +118,7 @@ static int print_interval(const __u64 *now, const __u64 *before)
 	struct tm tm;
 
 	read_meminfo(&buffers, &cached);
-	if (opts.json) {
+	if (opts.common.json) {
 		gmtime_r(&t, &tm);
 		strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
 		printf("{\"time\": \"%s\", \"hits\": %llu, \"misses\": %llu, \"dirties\": %llu, "
@@ -166,7 +146,7 @@ static void wait_until(uint64_t until_ns, struct openmetrics *server, struct cac
 
 	if (server)
 		return openmetrics_serve(server, until_ns, skel,
-					 opts.cgroup_path ? opts.cgroup.path : NULL, &stop_requested);
+					 opts.common.target.cgroup_path ? opts.common.target.cgroup.path : NULL, &stop_requested);
 	while (!stop_requested && clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &t, NULL) == EINTR)
 		;
 }
@@ -183,7 +163,9 @@ static uint64_t next_sample(uint64_t last, uint64_t interval_ns)
 
 int main(int argc, char **argv)
 {
-	static const struct argp argp = { argp_options, parse_opt, "[INTERVAL [COUNT]]", doc, NULL, NULL, NULL };
+	static const struct argp_child children[] = { { &cache_args_argp_no_pid, 0, NULL, 0 }, {} };
+	static const struct argp argp = { argp_options, parse_opt, "[INTERVAL [COUNT]]", doc,
+					  children, NULL, NULL };
 	struct cache_load_options load = { .all = true };
 	__u64 before[NR_CACHE_COUNTERS] = {}, now[NR_CACHE_COUNTERS];
 	struct sigaction action = { .sa_handler = on_signal };
@@ -195,29 +177,26 @@ int main(int argc, char **argv)
 	errmsg_init(TOOL);
 	if (argp_parse(&argp, argc, argv, 0, NULL, NULL))
 		return 2;
-	if (opts.cgroup_path && opts.container)
+	if (target_count(&opts.common.target) > 1)
 		return errmsg(NULL, "--cgroup and --container are exclusive"), 2;
-	if (opts.cgroup_path && cgroup_target_resolve(opts.cgroup_path, &opts.cgroup))
+	if (target_resolve_cgroup(&opts.common.target))
 		return 2;
 	if (geteuid() != 0)
 		return errmsg(NULL, "needs root (it loads BPF programs): run it with sudo"), 1;
-	if (opts.container) {
-		if (container_cgroup_target(opts.container, &opts.cgroup))
-			return 1;
-		opts.cgroup_path = opts.cgroup.path;
-	}
-	if (opts.budget && opts.every.given)
+	if (target_resolve_container(&opts.common.target))
+		return 1;
+	if (opts.budget && opts.common.every.given)
 		return errmsg("--budget", "counts nothing: give it no INTERVAL or COUNT"), 2;
 	if (opts.budget)
-		return cache_budget(opts.verbose);
+		return cache_budget(opts.common.verbose);
 	/* Before loading: a port taken leaves nothing attached. */
 	if (opts.openmetrics && (listened = openmetrics_listen(opts.openmetrics, &server)) < 0)
 		return listened == -2 ? 2 : 1;
-	load.verbose = opts.verbose;
+	load.verbose = opts.common.verbose;
 	load.per_cgroup = opts.openmetrics != NULL;	/* its families by cgroup */
-	if (opts.cgroup_path) {
+	if (opts.common.target.cgroup_path) {
 		load.all = false;
-		load.cgroup = &opts.cgroup;
+		load.cgroup = &opts.common.target.cgroup;
 	}
 	skel = cache_load(&load);
 	if (!skel) {
@@ -228,12 +207,12 @@ int main(int argc, char **argv)
 	sigaction(SIGTERM, &action, NULL);
 	signal(SIGPIPE, SIG_IGN);	/* a scraper or a stdout gone is a write error */
 	say_ready(TOOL);
-	if (!opts.json)
+	if (!opts.common.json)
 		printf("%10s %10s %10s %8s %11s %11s\n", "HITS", "MISSES", "DIRTIES", "HIT%",
 		       "BUFFERS_MB", "CACHED_MB");
-	interval_ns = (uint64_t)(opts.every.seconds * 1e9);
+	interval_ns = (uint64_t)(opts.common.every.seconds * 1e9);
 	when = monotonic_ns();
-	for (unsigned long i = 0; !stop_requested && (!opts.every.count || i < opts.every.count); i++) {
+	for (unsigned long i = 0; !stop_requested && (!opts.common.every.count || i < opts.common.every.count); i++) {
 		when = next_sample(when, interval_ns);
 		wait_until(when, server, skel);
 		if (cache_read_totals(skel, now))

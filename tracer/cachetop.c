@@ -29,7 +29,8 @@
 #include "bpf_cost.h"
 #include "cgroup_names.h"
 #include "container.h"
-#include "cgroup.h"
+#include "option.h"
+#include "target_options.h"
 #include "command.h"
 #include "paths.h"
 #include "cache_load.h"
@@ -40,20 +41,11 @@
 #define TOP_ROWS 20
 
 static struct options {
-	pid_t pid;		/* -p */
 	const char *command;	/* -c */
 	enum by { BY_PROCESS, BY_FILE, BY_CGROUP } by;	/* --by, --files */
 	bool drop_caches;	/* --drop-caches (-c) */
-	const char *cgroup_path;	/* --cgroup */
-	const char *container;		/* --container */
-	struct cgroup_target cgroup;
-	bool json;
-	bool verbose;
-	struct interval_args every;	/* [INTERVAL [COUNT]] */
-} opts = { .every.seconds = 1.0 };
-
-const char *argp_program_version = TOOL " (pagetrace) " PAGETRACE_VERSION;
-error_t argp_err_exit_status = 2;
+	struct cache_args common;	/* [INTERVAL [COUNT]], -j, -v, -p, --cgroup, --container */
+} opts;
 
 static const char doc[] =
 "Page-cache hits, misses and dirties per process (or per file with --files),\n"
@@ -84,57 +76,31 @@ static const char doc[] =
 "\n"
 "OPTIONS:";
 
-enum { OPT_FILES = 0x100, OPT_DROP_CACHES, OPT_CGROUP, OPT_CONTAINER, OPT_BY };
+enum { OPT_FILES = 0x100, OPT_DROP_CACHES, OPT_BY };
 
 static const struct argp_option argp_options[] = {
-	{ "pid", 'p', "PID", 0, "Only this process (all its threads) and its children", 0 },
 	{ "command", 'c', "CMD", 0, "Run CMD with /bin/sh -c; report it and its descendants when it exits", 0 },
-	{ "cgroup", OPT_CGROUP, "PATH", 0, "Only tasks in the cgroup PATH or below it, also those "
-	  "that join later (PATH: its directory, or its path in the cgroup2 hierarchy)", 0 },
-	{ "container", OPT_CONTAINER, "NAME", 0, "Only the running container NAME (or ID), as "
-	  "docker or podman knows it: its cgroup, as with --cgroup", 0 },
 	{ "files", OPT_FILES, NULL, 0, "Rows per file instead of per process (--by file)", 0 },
 	{ "by", OPT_BY, "WHAT", 0, "Rows per process (default), file or cgroup: one row per "
 	  "cgroup2 cgroup, named by its container's name where docker or podman knows it, "
 	  "else by its path", 0 },
 	{ "drop-caches", OPT_DROP_CACHES, NULL, 0, "With -c: sync and drop the page cache before "
 	  "starting CMD (a cold start)", 0 },
-	{ "json", 'j', NULL, 0, "JSON: one object per interval (one line each), or one for -c", 0 },
-	{ "verbose", 'v', NULL, 0, "Show libbpf's messages; with -c, the BPF cost of each program", 0 },
 	{},
+};
+
+static const struct option_word by_words[] = {
+	{ "process", BY_PROCESS }, { "file", BY_FILE }, { "cgroup", BY_CGROUP }, {},
 };
 
 static error_t parse_opt(int key, char *arg, struct argp_state *state)
 {
-	char *end;
-
 	switch (key) {
-	case 'p':
-		errno = 0;
-		opts.pid = strtol(arg, &end, 10);
-		if (errno || *end || end == arg || opts.pid <= 0)
-			argp_error(state, "-p: '%s' is not a process id", arg);
-		break;
+	case ARGP_KEY_INIT: state->child_inputs[0] = &opts.common; break;
 	case 'c': opts.command = arg; break;
 	case OPT_FILES: opts.by = BY_FILE; break;
-	case OPT_BY:
-		if (!strcmp(arg, "process"))
-			opts.by = BY_PROCESS;
-		else if (!strcmp(arg, "file"))
-			opts.by = BY_FILE;
-		else if (!strcmp(arg, "cgroup"))
-			opts.by = BY_CGROUP;
-		else
-			argp_error(state, "--by: '%s' is not process, file or cgroup", arg);
-		break;
+	case OPT_BY: opts.by = word_option("--by", arg, by_words); break;
 	case OPT_DROP_CACHES: opts.drop_caches = true; break;
-	case OPT_CGROUP: opts.cgroup_path = arg; break;
-	case OPT_CONTAINER: opts.container = arg; break;
-	case 'j': opts.json = true; break;
-	case 'v': opts.verbose = true; break;
-	case ARGP_KEY_ARG:
-		interval_argument(state, &opts.every, arg);
-		break;
 	default:
 		return ARGP_ERR_UNKNOWN;
 	}
@@ -143,17 +109,14 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 
 static int check_options(void)
 {
-	if ((opts.pid != 0) + (opts.command != NULL) + (opts.cgroup_path != NULL) +
-	    (opts.container != NULL) > 1)
+	if (target_count(&opts.common.target) + (opts.command != NULL) > 1)
 		return errmsg(NULL, "-p, -c, --cgroup and --container are exclusive"), -1;
 	if (opts.drop_caches && !opts.command)
 		return errmsg(NULL, "--drop-caches needs -c: it empties the cache before CMD"), -1;
-	if (opts.command && opts.every.given)
+	if (opts.command && opts.common.every.given)
 		return errmsg(NULL, "INTERVAL and COUNT do not apply with -c: it reports once, "
 			      "when CMD exits"), -1;
-	if (opts.cgroup_path && cgroup_target_resolve(opts.cgroup_path, &opts.cgroup))
-		return -1;
-	return 0;
+	return target_resolve_cgroup(&opts.common.target);
 }
 
 /* ------------------------------------------------------------------ */
@@ -386,7 +349,7 @@ static void print_top(struct cache_bpf *skel, struct ring_buffer *rb)
 	qsort(t.rows, t.count, sizeof(*t.rows), busier_first);
 	gmtime_r(&now, &tm);
 	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
-	if (opts.json) {
+	if (opts.common.json) {
 		printf("{\"time\": \"%s\", \"%s\": ", stamp, table_name[opts.by]);
 		json_rows(stdout, &t, opts.by);
 		puts("}");
@@ -418,10 +381,10 @@ static int run_top(struct cache_bpf *skel, struct ring_buffer *rb)
 {
 	double since_forget = 0;	/* --by cgroup for days: names of gone ones dropped */
 
-	for (unsigned long i = 0; !stop_requested && (!opts.every.count || i < opts.every.count); i++) {
-		wait_interval(rb, opts.every.seconds);
+	for (unsigned long i = 0; !stop_requested && (!opts.common.every.count || i < opts.common.every.count); i++) {
+		wait_interval(rb, opts.common.every.seconds);
 		print_top(skel, rb);
-		since_forget += opts.every.seconds;
+		since_forget += opts.common.every.seconds;
 		if (opts.by == BY_CGROUP && since_forget >= 60) {
 			forget_gone_cgroups();
 			since_forget = 0;
@@ -448,7 +411,7 @@ static void print_summary(struct cache_bpf *skel, const __u64 *totals, int exit_
 	qsort(procs.rows, procs.count, sizeof(*procs.rows), busier_first);
 	qsort(files_table.rows, files_table.count, sizeof(*files_table.rows), busier_first);
 	qsort(cgroups_table.rows, cgroups_table.count, sizeof(*cgroups_table.rows), busier_first);
-	if (opts.json) {
+	if (opts.common.json) {
 		fputs("{\"command\": ", stdout);
 		json_puts(stdout, opts.command);
 		printf(", \"exit_status\": %d, ", exit_code);
@@ -471,7 +434,7 @@ static void print_summary(struct cache_bpf *skel, const __u64 *totals, int exit_
 		       read_hit_ratio(all.hits, all.misses) * 100);
 		text_rows(stdout, opts.by == BY_FILE ? &files_table : opts.by == BY_CGROUP ?
 			  &cgroups_table : &procs, opts.by, (size_t)-1);
-		cost_print(stderr, TOOL, &cost, opts.verbose);
+		cost_print(stderr, TOOL, &cost, opts.common.verbose);
 	}
 	fflush(stdout);
 out:
@@ -531,7 +494,9 @@ static int run_command(struct cache_bpf *skel, struct ring_buffer *rb)
 
 int main(int argc, char **argv)
 {
-	static const struct argp argp = { argp_options, parse_opt, "[INTERVAL [COUNT]]", doc, NULL, NULL, NULL };
+	static const struct argp_child children[] = { { &cache_args_argp, 0, NULL, 0 }, {} };
+	static const struct argp argp = { argp_options, parse_opt, "[INTERVAL [COUNT]]", doc,
+					  children, NULL, NULL };
 	struct cache_load_options load = {};
 	struct sigaction action = { .sa_handler = on_signal };
 	struct cache_bpf *skel = NULL;
@@ -543,22 +508,20 @@ int main(int argc, char **argv)
 		return 2;
 	if (geteuid() != 0)
 		return errmsg(NULL, "needs root (it loads BPF programs): run it with sudo"), 1;
-	if (opts.container) {
-		if (container_cgroup_target(opts.container, &opts.cgroup))
-			return 1;
-		opts.cgroup_path = opts.cgroup.path;
-	}
-	if (opts.pid && kill(opts.pid, 0) && errno == ESRCH)
-		return errmsg("-p", "%d: no such process", opts.pid), 1;
+	if (target_resolve_container(&opts.common.target))
+		return 1;
+	if (opts.common.target.pid && kill(opts.common.target.pid, 0) && errno == ESRCH)
+		return errmsg("-p", "%d: no such process", opts.common.target.pid), 1;
 	if (opts.command && check_command(opts.command))
 		return 127;
-	load.all = !opts.pid && !opts.command && !opts.cgroup_path;
-	load.cgroup = opts.cgroup_path ? &opts.cgroup : NULL;
+	load.all = !opts.common.target.pid && !opts.command && !opts.common.target.cgroup_path;
+	load.cgroup = opts.common.target.cgroup_path ? &opts.common.target.cgroup : NULL;
 	/* The top view reads and empties one table per interval: keep only that one. */
 	load.per_process = opts.command || opts.by == BY_PROCESS;
 	load.per_file = opts.command || opts.by == BY_FILE;
 	load.per_cgroup = opts.by == BY_CGROUP;
-	load.verbose = opts.verbose;
+	load.verbose = opts.common.verbose;
+	load.cost = opts.command != NULL;	/* reported with -c's summary */
 	skel = cache_load(&load);
 	if (!skel || load_mounts())
 		goto cleanup;
@@ -569,7 +532,7 @@ int main(int argc, char **argv)
 	}
 	sigaction(SIGINT, &action, NULL);
 	sigaction(SIGTERM, &action, NULL);
-	if (opts.pid && adopt_threads(opts.pid, mark_thread_traced, skel->maps.traced_tids))
+	if (opts.common.target.pid && adopt_threads(opts.common.target.pid, mark_thread_traced, skel->maps.traced_tids))
 		goto cleanup;
 	if (!opts.command)
 		say_ready(TOOL);	/* with -c, CMD starts once attached anyway */

@@ -77,8 +77,8 @@ static bool target_done(pid_t child, int pidfd, pid_t adopted, int *status)
 		return poll(&pfd, 1, 0) == 1;
 	if (adopted > 0)
 		return kill(adopted, 0) && errno == ESRCH;
-	if (opts.cgroup_path)	/* --container: set once found */
-		return !cgroup_target_exists(&opts.cgroup);
+	if (opts.target.cgroup_path)	/* --container: set once found */
+		return !cgroup_target_exists(&opts.target.cgroup);
 	return false;
 }
 
@@ -264,13 +264,13 @@ int main(int argc, char **argv)
 	if (parse_options(argc, argv))
 		return 2;
 	run.page_size = sysconf(_SC_PAGESIZE);
-	libbpf_set_print(trace_libbpf_print);
+	trace_print_to_libbpf();
 	if (opts.budget)
 		return trace_budget();
 	if (open_output())
 		return 1;
 
-	if (opts.container && container_target_check())
+	if (opts.target.container && container_target_check())
 		goto cleanup;
 	skel = load_programs();
 	if (!skel || !(rb = attach_programs(skel)))
@@ -279,13 +279,13 @@ int main(int argc, char **argv)
 	measure_clock_offset();
 	write_header(run.out);
 
-	if (opts.pid && adopt_threads(opts.pid, mark_thread_traced, skel->maps.traced_tids))
+	if (opts.target.pid && adopt_threads(opts.target.pid, mark_thread_traced, skel->maps.traced_tids))
 		goto cleanup;
-	adopted = opts.pid ? opts.pid : -1;
+	adopted = opts.target.pid ? opts.target.pid : -1;
 	/* -p, -a, --cgroup, --container: a script starts its workload after this line. */
 	if (!opts.command && !opts.argv)
 		say_ready(TOOL);
-	if (opts.container && container_target_wait(skel, &stop_requested) < 0)
+	if (opts.target.container && container_target_wait(skel, &stop_requested) < 0)
 		goto cleanup;
 	if ((opts.command || opts.argv) && (child = start_command(skel)) < 0)
 		goto cleanup;

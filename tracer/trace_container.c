@@ -57,9 +57,9 @@ static bool created_id(char *id, size_t size)
 int container_target_check(void)
 {
 	char why[1200], what[300];
-	int known = container_inspect(opts.container, &container, why, sizeof(why));
+	int known = container_inspect(opts.target.container, &container, why, sizeof(why));
 
-	snprintf(what, sizeof(what), "container %s", opts.container);
+	snprintf(what, sizeof(what), "container %s", opts.target.container);
 	if (known < 0)
 		return errmsg(NULL, "out of memory"), -1;
 	if (!known && !opts.wait)
@@ -69,7 +69,7 @@ int container_target_check(void)
 	if (opts.wait && !container.pid) {
 		seen_taken = container_cgroups_take(&seen) == 0;
 		events_fd = container_events_open(container.runtime ? container.runtime :
-						  runtime_running(), opts.container, &events_pid);
+						  runtime_running(), opts.target.container, &events_pid);
 	}
 	return 0;
 }
@@ -84,12 +84,12 @@ static void sleep_ms(long ms)
 /* Found: trace its cgroup from now on. */
 static int trace_cgroup(struct trace_bpf *skel, const char *dir)
 {
-	if (cgroup_target_resolve(dir, &opts.cgroup))
+	if (cgroup_target_resolve(dir, &opts.target.cgroup))
 		return -1;
-	skel->data->target_cgroup_subsys = opts.cgroup.subsys;
-	skel->bss->target_cgroup_level = opts.cgroup.level;
-	__atomic_store_n(&skel->bss->target_cgroup_id, opts.cgroup.id, __ATOMIC_RELEASE);
-	opts.cgroup_path = opts.cgroup.path;
+	skel->data->target_cgroup_subsys = opts.target.cgroup.subsys;
+	skel->bss->target_cgroup_level = opts.target.cgroup.level;
+	__atomic_store_n(&skel->bss->target_cgroup_id, opts.target.cgroup.id, __ATOMIC_RELEASE);
+	opts.target.cgroup_path = opts.target.cgroup.path;
 	container_events_close(events_fd, events_pid);
 	events_fd = -1;
 	return 0;
@@ -106,7 +106,7 @@ static int show_paths(void)
 	if (!container.ndirs) {
 		container_free(&container);
 		if (container_inspect(id, &container, why, sizeof(why)) <= 0)
-			return errmsg(opts.container, "%s", why), -1;
+			return errmsg(opts.target.container, "%s", why), -1;
 	}
 	set_path_views(container.dirs, container.ndirs);
 	return 0;
@@ -132,11 +132,11 @@ static int target_new_cgroup(struct trace_bpf *skel, const char *dir, const char
 	if (trace_cgroup(skel, dir))
 		return -1;
 	container_free(&container);
-	known = container_inspect(opts.container, &container, why, sizeof(why));
+	known = container_inspect(opts.target.container, &container, why, sizeof(why));
 	if (known <= 0)
-		return errmsg(opts.container, "%s", known < 0 ? "out of memory" : why), -1;
+		return errmsg(opts.target.container, "%s", known < 0 ? "out of memory" : why), -1;
 	if (strcmp(container.id, id))
-		return errmsg(opts.container, "another container (%.12s) started while trace "
+		return errmsg(opts.target.container, "another container (%.12s) started while trace "
 			      "waited, and was traced in its place: trace it again", id), -1;
 	return show_paths();
 }
@@ -162,7 +162,7 @@ int container_target_wait(struct trace_bpf *skel, volatile sig_atomic_t *stop)
 			return target_new_cgroup(skel, dir, id);
 		if (events_fd < 0 && i % 50 == 0) {
 			container_free(&container);
-			known = container_inspect(opts.container, &container, why, sizeof(why));
+			known = container_inspect(opts.target.container, &container, why, sizeof(why));
 			if (known < 0)
 				return errmsg(NULL, "out of memory"), -1;
 		}

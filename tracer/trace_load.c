@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * trace's kernel side from user space: which tracepoints this kernel has and
- * which programs load (tp_btf, else raw_tp), the rodata, and the per-CPU
- * counters of lost events.
+ * trace's kernel side from user space: its table for the engine loader
+ * (engine_load.h): its tracepoints, their roles and the rodata;
+ * its --budget configurations; and the per-CPU counters of lost events.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -20,10 +20,8 @@
 #include "trace_run.h"
 #include "trace.skel.h"
 #include "attach_choice.h"
-#include "bpf_budget.h"
 #include "bpf_cost.h"
-#include "core_btf.h"
-#include "split_load.h"
+#include "engine_load.h"
 
 /* Why a tracepoint is attached. */
 enum tracepoint_role {
@@ -35,107 +33,81 @@ enum tracepoint_role {
 
 #define NR_TRACEPOINTS 15
 
-static void describe_tracepoints(struct trace_bpf *skel, struct attach_choice *tps,
-				 enum tracepoint_role *roles)
+/* The tracepoints, in the order of their roles below. */
+ENGINE_SKELETON(trace, NR_TRACEPOINTS,
+	ATTACH_BIO_AND_TASKS(p),
+	ATTACH_TRACEPOINT(p, "sched_process_exec", "sched", exec),
+	ATTACH_TRACEPOINT(p, "page_cache_sync_ra", "readahead", sync_ra),
+	ATTACH_TRACEPOINT(p, "page_cache_async_ra", "readahead", async_ra),
+	ATTACH_TRACEPOINT(p, "page_cache_ra_unbounded", "readahead", ra_unbounded),
+	ATTACH_TRACEPOINT(p, "page_cache_ra_order", "readahead", ra_order),
+	ATTACH_READS_AND_FAULTS(p),
+	ATTACH_PAGE_ACCESS(p));
+
+static const enum tracepoint_role roles[NR_TRACEPOINTS] = {
+	TP_REQUIRED, TP_REQUIRED, TP_REQUIRED, TP_REQUIRED,
+	TP_CAUSE, TP_CAUSE, TP_CAUSE, TP_CAUSE,
+	TP_CAUSE_AND_USED, TP_CAUSE_AND_USED, TP_USED,
+	TP_USED, TP_USED, TP_USED, TP_USED,
+};
+
+/* Which tracepoints are needed, and by whom; with -x, say the optional ones this kernel lacks. */
+static int missing_optional(const struct attach_choice *tps, struct engine_point *p)
 {
-	__typeof__(skel->progs) *p = &skel->progs;
-	struct attach_choice table[NR_TRACEPOINTS] = {
-		ATTACH_BIO_AND_TASKS(p),
-		ATTACH_TRACEPOINT(p, "sched_process_exec", "sched", exec),
-		ATTACH_TRACEPOINT(p, "page_cache_sync_ra", "readahead", sync_ra),
-		ATTACH_TRACEPOINT(p, "page_cache_async_ra", "readahead", async_ra),
-		ATTACH_TRACEPOINT(p, "page_cache_ra_unbounded", "readahead", ra_unbounded),
-		ATTACH_TRACEPOINT(p, "page_cache_ra_order", "readahead", ra_order),
-		ATTACH_READS_AND_FAULTS(p),
-		ATTACH_PAGE_ACCESS(p),
-	};
-	const enum tracepoint_role role_table[NR_TRACEPOINTS] = {
-		TP_REQUIRED, TP_REQUIRED, TP_REQUIRED, TP_REQUIRED,
-		TP_CAUSE, TP_CAUSE, TP_CAUSE, TP_CAUSE,
-		TP_CAUSE_AND_USED, TP_CAUSE_AND_USED, TP_USED,
-		TP_USED, TP_USED, TP_USED, TP_USED,
-	};
+	int missing = 0;
 
-	memcpy(tps, table, sizeof(table));
-	memcpy(roles, role_table, sizeof(role_table));
-}
-
-static struct btf *load_kernel_btf(void)
-{
-	struct btf *vmlinux = opts.btf_path ? btf__parse(opts.btf_path, NULL) :
-					      btf__load_vmlinux_btf();
-
-	if (!vmlinux && opts.btf_path)
-		errmsg("--btf", "%s: %s", opts.btf_path, errmsg_strerror(errno));
-	else if (!vmlinux)
-		errmsg("kernel BTF (/sys/kernel/btf/vmlinux)", "%s; pagetrace needs a kernel built "
-		       "with CONFIG_DEBUG_INFO_BTF=y, or a BTF file for it given with --btf",
-		       errmsg_strerror(errno));
-	return vmlinux;
-}
-
-/* Name what this kernel lacks; returns how many needed attach points it lacks. */
-static int report_missing(const struct attach_choice *tps, const enum tracepoint_role *roles,
-			  int *missing_optional)
-{
-	int missing_required = 0;
-
-	*missing_optional = 0;
 	for (int i = 0; i < NR_TRACEPOINTS; i++) {
-		bool needed = roles[i] == TP_REQUIRED || (opts.used && roles[i] != TP_CAUSE);
-		const char *fallback = tps[i].function ? ", nor its function in BTF for fentry" : "";
-
-		if (tps[i].how)
+		if (roles[i] == TP_REQUIRED)
+			p[i].needed_by = "pagetrace";
+		else if (opts.used && roles[i] != TP_CAUSE)
+			p[i].needed_by = "--used";
+		if (tps[i].how || p[i].needed_by || roles[i] == TP_USED || !opts.extra)
 			continue;
-		if (needed) {
-			errmsg(NULL, "kernel lacks tracepoint %s:%s%s, which %s needs", tps[i].group,
-			       tps[i].tracepoint, fallback,
-			       roles[i] == TP_REQUIRED ? "pagetrace" : "--used");
-			missing_required++;
-		} else if (roles[i] != TP_USED && opts.extra) {
-			if (!opts.quiet)
-				errmsg(NULL, "kernel lacks tracepoint %s:%s; the cause column will be '-'",
-				       tps[i].group, tps[i].tracepoint);
-			(*missing_optional)++;
-		}
+		if (!opts.quiet)
+			errmsg(NULL, "kernel lacks tracepoint %s:%s; the cause column will be '-'",
+			       tps[i].group, tps[i].tracepoint);
+		missing++;
 	}
-	return missing_required;
+	return missing;
 }
+
+/* trace's settings in a --budget configuration. */
+struct budget_settings {
+	bool extra, used, no_bpf_loop;
+};
 
 /*
- * Decide which programs load. Missing required tracepoints are fatal and
- * named; missing optional ones only cost the "cause" column.
+ * The engine's select: which programs load (@arg: a --budget configuration,
+ * or NULL: the options). Missing required tracepoints are fatal and named
+ * (engine_load.c); missing optional ones only cost the "cause" column.
  */
-static int select_programs(struct trace_bpf *skel, const struct btf *vmlinux, bool use_btf,
-			   bool *want_cause, struct attach_choice *tps, bool *loaded)
+static void select_programs(void *skel_, const struct attach_choice *tps, struct engine_point *p,
+			    const void *arg)
 {
-	enum tracepoint_role roles[NR_TRACEPOINTS];
-	int missing_required, missing_optional;
+	const struct budget_settings *settings = arg;
+	struct trace_bpf *skel = skel_;
+	bool want_cause;
 
-	describe_tracepoints(skel, tps, roles);
-	for (int i = 0; i < NR_TRACEPOINTS; i++)
-		attach_choice_find(&tps[i], vmlinux, use_btf);
-	attach_choice_functions(tps, NR_TRACEPOINTS, vmlinux);
-	skel->rodata->get_pages_takes_count =
-		!kernel_param_is_pointer(vmlinux, "filemap_get_pages", 1);
-	cost_phase("attach choice");
-	missing_required = report_missing(tps, roles, &missing_optional);
+	if (settings) {
+		opts.extra = settings->extra;
+		opts.used = settings->used;
+		opts.no_bpf_loop = settings->no_bpf_loop;
+	}
 	/*
 	 * The cause is all or nothing: a partial cause would mislead. Only -x
 	 * prints it: without, its programs (one more on every fault and
 	 * readahead) are not loaded at all.
 	 */
-	*want_cause = opts.extra && missing_optional == 0;
+	want_cause = missing_optional(tps, p) == 0 && opts.extra;
+	skel->rodata->want_cause = want_cause;
 	for (int i = 0; i < NR_TRACEPOINTS; i++) {
 		enum tracepoint_role role = roles[i];
 
-		loaded[i] = tps[i].how && (role == TP_REQUIRED ||
-			(role == TP_CAUSE && *want_cause) ||
-			(role == TP_CAUSE_AND_USED && (*want_cause || opts.used)) ||
-			(role == TP_USED && opts.used));
-		attach_choice_set_autoload(&tps[i], loaded[i]);
+		p[i].load = role == TP_REQUIRED ||
+			(role == TP_CAUSE && want_cause) ||
+			(role == TP_CAUSE_AND_USED && (want_cause || opts.used)) ||
+			(role == TP_USED && opts.used);
 	}
-	return missing_required ? -1 : 0;
 }
 
 /* The context of symbol_lookup()'s program: the name in, its address out. */
@@ -245,101 +217,20 @@ static __u64 kernel_function_address(const char *name)
 	return found;
 }
 
-int trace_libbpf_print(enum libbpf_print_level level, const char *format, va_list args)
-{
-	va_list copy;
-
-	if (level != LIBBPF_DEBUG) {
-		va_copy(copy, args);
-		load_failure_note(format, copy);	/* explained by trace itself */
-		va_end(copy);
-	}
-	if (!opts.verbose)
-		return 0;
-	return vfprintf(stderr, format, args);
-}
-
-static void explain_load_error(int err)
-{
-	/* As root, EACCES is the verifier's refusal, not a missing privilege. */
-	if (err == -EPERM || (err == -EACCES && geteuid() != 0))
-		errmsg("loading BPF programs", "%s: run as root, or with CAP_BPF and CAP_PERFMON "
-		       "(uid %d)", errmsg_strerror(-err), (int)getuid());
-	else if (load_failure_describe())
-		errmsg("loading BPF programs", "the kernel refused %s (rerun with -v for the "
-		       "verifier's log)", load_failure_describe());
-	else
-		errmsg("loading BPF programs", "%s (rerun with -v for the verifier's log)",
-		       errmsg_strerror(-err));
-}
-
-/* --budget: the configuration being measured (NULL: not measuring), and the programs over. */
-static const char *budget_config;
-static int budget_over;
-/* -v: each program's verification time, from the verifier's statistics. */
-static bool verifier_times;
-static void *open_skeleton_opts(const struct bpf_object_open_opts *open_opts)
-{
-	return trace_bpf__open_opts(open_opts);
-}
-
-static struct bpf_object_skeleton *skeleton_of(void *skel)
-{
-	return ((struct trace_bpf *)skel)->skeleton;
-}
-
-static void destroy_skeleton(void *skel)
-{
-	trace_bpf__destroy(skel);
-}
-
-static const struct split_ops trace_skeleton = { open_skeleton_opts, skeleton_of,
-						 destroy_skeleton };
-/* The loaded programs: the skeleton, or its two halves (split_load.h). */
-static struct split programs = { .ops = &trace_skeleton };
-
-/*
- * The kernel's BTF into *@vmlinux, and the skeleton opened to relocate
- * against the part of it its CO-RE relocations can look up (core_btf.h).
- */
-static struct trace_bpf *open_skeleton(struct btf **vmlinux,
-					struct bpf_object_open_opts *open_opts, int *err)
-{
-	size_t size;
-	const void *elf = trace_bpf__elf_bytes(&size);
-	struct trace_bpf *skel;
-	const char *cut;
-
-	*vmlinux = load_kernel_btf();
-	cost_phase("kernel BTF");
-	if (!*vmlinux) {
-		*err = -ENOENT;
-		return NULL;
-	}
-	cut = core_btf_path(*vmlinux, elf, size);
-	open_opts->btf_custom_path = cut ? cut : opts.btf_path;
-	cost_phase("CO-RE BTF");
-	if (opts.verbose)
-		core_btf_print(stderr, TOOL);
-	skel = trace_bpf__open_opts(open_opts);
-	cost_phase("open");
-	if (!skel) {
-		*err = -errno;
-		errmsg("opening BPF object", "%s", errmsg_strerror(errno));
-	}
-	return skel;
-}
-
 /* The rodata and the maps' sizes from the options and the kernel; 0, or -ENOENT once said. */
-static int configure(struct trace_bpf *skel, bool want_cause)
+static int configure(void *skel_, const struct btf *vmlinux, const void *arg)
 {
+	struct trace_bpf *skel = skel_;
+
+	(void)arg;	/* applied by select_programs */
+	skel->rodata->get_pages_takes_count =
+		!kernel_param_is_pointer(vmlinux, "filemap_get_pages", 1);
 	skel->rodata->trace_all = opts.all;
 	skel->rodata->follow_children = !opts.no_children;
-	skel->rodata->trace_cgroup = opts.cgroup_path || opts.container;
-	skel->bss->target_cgroup_id = opts.cgroup.id;
-	skel->bss->target_cgroup_level = opts.cgroup.level;
-	skel->data->target_cgroup_subsys = opts.cgroup.subsys;
-	skel->rodata->want_cause = want_cause;
+	skel->rodata->trace_cgroup = opts.target.cgroup_path || opts.target.container;
+	skel->bss->target_cgroup_id = opts.target.cgroup.id;
+	skel->bss->target_cgroup_level = opts.target.cgroup.level;
+	skel->data->target_cgroup_subsys = opts.target.cgroup.subsys;
 	skel->rodata->want_used = opts.used;
 	skel->rodata->page_shift = __builtin_ctzl((unsigned long)run.page_size);
 	skel->rodata->use_bpf_loop = !opts.no_bpf_loop && kernel_has_bpf_loop();
@@ -361,127 +252,59 @@ static int configure(struct trace_bpf *skel, bool want_cause)
 		bpf_map__set_max_entries(skel->maps.page_states, opts.page_states);
 	skel->rodata->wakeup_bytes = opts.ringbuf_bytes / 4;
 	skel->rodata->use_task_storage = thread_storage_fallback(skel->obj);
-	if (budget_config && budget_prepare(skel->obj))
-		return -ENOENT;
-	cost_phase("probes");
 	return 0;
 }
 
-/*
- * Load @skel's programs: at once, or, for the many programs of --used on
- * two CPUs or more, in two halves at once (split_load.h), opened like @skel
- * with @open_opts. Returns 0 or the error.
- */
-static int load_skeleton(struct trace_bpf *skel, const struct bpf_object_open_opts *open_opts)
+/* The table: trace.bpf.c, its tracepoints and their roles, its setup. */
+static struct engine engine = {
+	.tool = TOOL,
+	ENGINE_OF(trace),
+	.select = select_programs,
+	.configure = configure,
+	.btf_option = true,
+};
+
+void trace_print_to_libbpf(void)
 {
-	bool split = opts.used && !budget_config && split_load_wanted();
-
-	programs.main = skel;
-	if (verifier_times && !budget_config)
-		budget_forget();
-	if (split && opts.verbose)
-		fprintf(stderr, "%s: load: the programs verified in two halves at once\n", TOOL);
-	return split_load(&programs, open_opts, split, verifier_times && !budget_config);
-}
-
-/* open -> set rodata -> load, with either the tp_btf or the raw_tp programs. */
-static struct trace_bpf *open_and_load(bool use_btf, int *err)
-{
-	LIBBPF_OPTS(bpf_object_open_opts, open_opts);
-	struct attach_choice tps[NR_TRACEPOINTS];
-	struct btf *vmlinux = NULL;
-	struct trace_bpf *skel = open_skeleton(&vmlinux, &open_opts, err);
-	bool want_cause = false, loaded[NR_TRACEPOINTS];
-	struct bpf_object *objs[2];
-
-	if (!skel)
-		goto fail;
-	if (select_programs(skel, vmlinux, use_btf, &want_cause, tps, loaded) ||
-	    (*err = configure(skel, want_cause))) {
-		*err = -ENOENT;
-		goto fail;
-	}
-	*err = load_skeleton(skel, &open_opts);
-	cost_phase("load");
-	if (verifier_times && !budget_config && !*err)
-		budget_print_times(stderr, objs, split_objects(&programs, objs), TOOL);
-	if (budget_config)
-		budget_over += budget_report(stdout, skel->obj, !*err, TOOL, budget_config,
-					     use_btf ? "tp_btf" : "raw_tp");
-	if (*err)
-		goto fail;
-	if (opts.verbose)
-		attach_choice_print(stderr, TOOL, tps, NR_TRACEPOINTS, loaded);
-	btf__free(vmlinux);
-	core_btf_close();
-	return skel;
-fail:
-	programs.main = skel;
-	split_destroy(&programs);
-	btf__free(vmlinux);
-	core_btf_close();
-	return NULL;
-}
-
-int attach_loaded(struct trace_bpf *skel)
-{
-	(void)skel;	/* programs.main */
-	return split_attach(&programs);
-}
-
-void loaded_cost(struct trace_bpf *skel, struct bpf_cost *cost)
-{
-	struct bpf_object *objs[2];
-
-	(void)skel;
-	cost_read(objs, split_objects(&programs, objs), cost);
-}
-
-void unload_programs(struct trace_bpf *skel)
-{
-	programs.main = skel;
-	split_destroy(&programs);
-}
-
-/*
- * With -v, a load with the verifier's statistics; a refusal is loaded again
- * without them, so that libbpf prints the verifier's log, with its reason
- * (a log given to libbpf is not printed).
- */
-static struct trace_bpf *load_flavour(bool use_btf, int *err)
-{
-	struct trace_bpf *skel;
-
-	verifier_times = opts.verbose;
-	skel = open_and_load(use_btf, err);
-	if (!skel && *err != -ENOENT && verifier_times) {
-		verifier_times = false;
-		skel = open_and_load(use_btf, err);
-	}
-	return skel;
+	engine.verbose = opts.verbose;
+	engine_print_to(&engine);
 }
 
 struct trace_bpf *load_programs(void)
 {
-	struct trace_bpf *skel = NULL;
-	int err = 0;
+	static const enum engine_flavour flavour[] = {
+		[ATTACH_AUTO] = ENGINE_AUTO, [ATTACH_TP_BTF] = ENGINE_TP_BTF,
+		[ATTACH_RAW_TP] = ENGINE_RAW_TP,
+	};
+	struct trace_bpf *skel;
 
-	if (opts.attach != ATTACH_RAW_TP) {
-		skel = load_flavour(true, &err);
-		run.attach_name = "tp_btf";
-		if (skel || err == -ENOENT || opts.attach == ATTACH_TP_BTF)
-			goto out;
-		if (opts.verbose)
-			fprintf(stderr, "%s: tp_btf programs refused (%s); trying raw_tp\n", TOOL, strerror(-err));
-	}
-	skel = load_flavour(false, &err);
-	run.attach_name = "raw_tp";
-out:
-	if (!skel && err != -ENOENT)
-		explain_load_error(err);
+	engine.btf_path = opts.btf_path;
+	engine.verbose = engine.explain = opts.verbose;
+	/* --used's many programs load in two halves on two CPUs or more. */
+	engine.may_split = opts.used;
+	skel = engine_load(&engine, NULL, flavour[opts.attach]);
+	run.attach_name = engine.flavour;
 	if (skel && !skel->rodata->use_bpf_loop && !opts.no_bpf_loop && !opts.quiet)
 		errmsg(NULL, "the kernel lacks bpf_loop (v5.17): metadata reads are not recorded");
 	return skel;
+}
+
+int attach_loaded(struct trace_bpf *skel)
+{
+	(void)skel;	/* the engine's */
+	return engine_attach(&engine);
+}
+
+void loaded_cost(struct trace_bpf *skel, struct bpf_cost *cost)
+{
+	(void)skel;
+	engine_cost(&engine, cost);
+}
+
+void unload_programs(struct trace_bpf *skel)
+{
+	(void)skel;
+	engine_unload(&engine);
 }
 
 /*
@@ -494,42 +317,18 @@ out:
  */
 int trace_budget(void)
 {
-	static const struct {
-		const char *name;
-		bool extra, used, no_bpf_loop;
-	} configs[] = {
-		{ "default", false, false, false },
-		{ "-x,--used", true, true, false },
-		{ "-x,unrolled", true, false, true },
+	static const struct budget_settings plain = {}, used = { true, true, false },
+		unrolled = { true, false, true };
+	static const struct engine_config configs[] = {
+		{ TOOL, "default", &plain, false },
+		{ TOOL, "-x,--used", &used, false },
+		{ TOOL, "-x,unrolled", &unrolled, true },
 	};
-	int refused = 0, err;
-	bool has_bpf_loop = kernel_has_bpf_loop();
 
-	budget_header(stdout);
-	for (int btf = 1; btf >= 0; btf--) {
-		for (size_t i = 0; i < sizeof(configs) / sizeof(configs[0]); i++) {
-			struct trace_bpf *skel;
-
-			if (configs[i].no_bpf_loop && has_bpf_loop) {
-				printf("# %s %s %s: not measured: this kernel has bpf_loop, and the "
-				       "loader picks the unrolled walk only without it\n", TOOL,
-				       configs[i].name, btf ? "tp_btf" : "raw_tp");
-				continue;
-			}
-			opts.extra = configs[i].extra;
-			opts.used = configs[i].used;
-			opts.no_bpf_loop = configs[i].no_bpf_loop;
-			budget_config = configs[i].name;
-			skel = open_and_load(btf, &err);
-			if (!skel && err == -ENOENT)
-				printf("# %s %s %s: not loadable on this kernel (said above)\n", TOOL,
-				       configs[i].name, btf ? "tp_btf" : "raw_tp");
-			else if (!skel)
-				explain_load_error(err), refused++;
-			unload_programs(skel);
-		}
-	}
-	return budget_verdict(TOOL, budget_over, refused);
+	engine.btf_path = opts.btf_path;
+	engine.verbose = opts.verbose;
+	engine.explain = false;
+	return engine_budget(&engine, configs, sizeof(configs) / sizeof(configs[0]));
 }
 
 static unsigned long long counter_total(struct trace_bpf *skel, __u32 slot)

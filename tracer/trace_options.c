@@ -11,7 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <argp.h>
-#include "size.h"
+#include "option.h"
 #include "errmsg.h"
 #include "paths.h"
 #include "trace_run.h"
@@ -47,6 +47,9 @@ static const char doc[] =
 "When the trace goes to stdout, the command's stdout is sent to stderr so\n"
 "that the two never mix; with -o the command's stdout is left alone.\n"
 "\n"
+"--cgroup and --container trace until -d, Ctrl-C, or the cgroup is removed\n"
+"or the container exits.\n"
+"\n"
 "Exit status: the traced command's status (128+N if killed by signal N);\n"
 "3 if it succeeded but events were lost and --allow-lost was not given;\n"
 "1 if trace itself failed.\n"
@@ -65,8 +68,6 @@ enum {
 	OPT_USER,
 	OPT_NAMES_KEPT,
 	OPT_DROP_CACHES,
-	OPT_CGROUP,
-	OPT_CONTAINER,
 	OPT_WAIT,
 	OPT_PATHS,
 	OPT_BUDGET,
@@ -75,17 +76,11 @@ enum {
 
 static const struct argp_option argp_options[] = {
 	{ "command", 'c', "CMD", 0, "Run CMD with /bin/sh -c and trace it and its descendants", 0 },
-	{ "pid", 'p', "PID", 0, "Trace a running process (all its threads) and its future children", 0 },
-	{ "container", OPT_CONTAINER, "NAME", 0, "Trace the container NAME (or ID) that docker or "
-	  "podman knows: its cgroup, until it exits, -d or Ctrl-C", 0 },
 	{ "wait", OPT_WAIT, NULL, 0, "--container: wait for it to be started (name it before "
 	  "starting it, and its whole start is traced)", 0 },
 	{ "paths", OPT_PATHS, "WHOSE", 0, "host (default): paths as trace sees them; container: "
 	  "as the container sees them (its image's paths, not the layer directories)", 0 },
 	{ "all", 'a', NULL, 0, "Trace every process on the system", 0 },
-	{ "cgroup", OPT_CGROUP, "PATH", 0, "Trace every task in the cgroup PATH or below it, also those "
-	  "that join later, until -d, Ctrl-C or the cgroup is removed (PATH: its directory, cgroup2 "
-	  "or a v1 controller's, or its path in the cgroup2 hierarchy as /proc/PID/cgroup says it)", 0 },
 	{ "no-children", OPT_NO_CHILDREN, NULL, 0, "Do not follow child processes (threads are still followed)", 0 },
 	{ "output", 'o', "FILE", 0, "Write the trace to FILE instead of stdout", 0 },
 	{ "extra", 'x', NULL, 0, "Add the columns pid tid comm cause dev ino", 0 },
@@ -117,22 +112,24 @@ static const struct argp_option argp_options[] = {
 	{},
 };
 
+static const struct option_word paths_words[] = {
+	{ "host", false }, { "container", true }, {},
+};
+static const struct option_word attach_words[] = {
+	{ "auto", ATTACH_AUTO }, { "tp_btf", ATTACH_TP_BTF }, { "raw_tp", ATTACH_RAW_TP }, {},
+};
+
 static error_t parse_opt(int key, char *arg, struct argp_state *state)
 {
 	uint64_t size;
 	char *end;
 
 	switch (key) {
+	case ARGP_KEY_INIT: state->child_inputs[0] = &opts.target; break;
 	case 'c': opts.command = arg; break;
 	case 'a': opts.all = true; break;
-	case OPT_CGROUP: opts.cgroup_path = arg; break;
-	case OPT_CONTAINER: opts.container = arg; break;
 	case OPT_WAIT: opts.wait = true; break;
-	case OPT_PATHS:
-		if (strcmp(arg, "host") && strcmp(arg, "container"))
-			argp_error(state, "--paths takes host or container: %s", arg);
-		opts.paths_container = !strcmp(arg, "container");
-		break;
+	case OPT_PATHS: opts.paths_container = word_option("--paths", arg, paths_words); break;
 	case 'x': opts.extra = true; break;
 	case 'o': opts.output = arg; break;
 	case OPT_USER: opts.user = arg; break;
@@ -156,12 +153,6 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		    opts.page_states > (1UL << 26))
 			argp_error(state, "--page-states must be from 1 to 64M: %s", arg);
 		break;
-	case 'p':
-		errno = 0;
-		opts.pid = strtol(arg, &end, 10);
-		if (errno || *end || opts.pid <= 0)
-			argp_error(state, "invalid PID: %s", arg);
-		break;
 	case 'd':
 		opts.duration = strtod(arg, &end);
 		if (*end || opts.duration <= 0)
@@ -173,16 +164,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		    (opts.ringbuf_bytes & (opts.ringbuf_bytes - 1)))
 			argp_error(state, "--ringbuf-size must be a power of two from 4K to 1G: %s", arg);
 		break;
-	case OPT_ATTACH:
-		if (!strcmp(arg, "auto"))
-			opts.attach = ATTACH_AUTO;
-		else if (!strcmp(arg, "tp_btf"))
-			opts.attach = ATTACH_TP_BTF;
-		else if (!strcmp(arg, "raw_tp"))
-			opts.attach = ATTACH_RAW_TP;
-		else
-			argp_error(state, "--attach takes auto, tp_btf or raw_tp: %s", arg);
-		break;
+	case OPT_ATTACH: opts.attach = word_option("--attach", arg, attach_words); break;
 	case ARGP_KEY_ARGS:
 		opts.argv = state->argv + state->next;
 		break;
@@ -195,8 +177,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 /* Conflicts are checked once every option is known. */
 static int check_options(void)
 {
-	int targets = (opts.command != NULL) + (opts.argv != NULL) + (opts.pid != 0) +
-		      (opts.cgroup_path != NULL) + (opts.container != NULL);
+	int targets = (opts.command != NULL) + (opts.argv != NULL) + target_count(&opts.target);
 
 	if (opts.budget && (targets || opts.all))
 		return errmsg(NULL, "--budget traces nothing: give it no command, -p or -a"), -1;
@@ -210,15 +191,15 @@ static int check_options(void)
 	if (targets == 0 && !opts.all)
 		return errmsg(NULL, "nothing to trace: give -c CMD, -- CMD, -p PID, --cgroup PATH, "
 			      "--container NAME or -a (see --help)"), -1;
-	if (opts.all && (opts.pid || opts.cgroup_path || opts.container))
+	if (opts.all && (opts.target.pid || opts.target.cgroup_path || opts.target.container))
 		return errmsg(NULL, "-a and -p, --cgroup or --container are exclusive"), -1;
-	if ((opts.cgroup_path || opts.container) && opts.no_children)
+	if ((opts.target.cgroup_path || opts.target.container) && opts.no_children)
 		return errmsg(NULL, "--no-children makes no sense with --cgroup or --container"), -1;
-	if (opts.wait && !opts.container)
+	if (opts.wait && !opts.target.container)
 		return errmsg(NULL, "--wait only applies to --container"), -1;
-	if (opts.paths_container && !opts.container)
+	if (opts.paths_container && !opts.target.container)
 		return errmsg(NULL, "--paths container needs --container"), -1;
-	if (opts.cgroup_path && cgroup_target_resolve(opts.cgroup_path, &opts.cgroup))
+	if (target_resolve_cgroup(&opts.target))
 		return -1;
 	if (opts.all && opts.no_children)
 		return errmsg(NULL, "--no-children makes no sense with -a"), -1;
@@ -235,8 +216,9 @@ static int check_options(void)
 
 int parse_options(int argc, char **argv)
 {
+	static const struct argp_child children[] = { { &target_argp, 0, NULL, 0 }, {} };
 	static const struct argp argp = { argp_options, parse_opt, "[-- CMD [ARGS...]]", doc,
-					  NULL, NULL, NULL };
+					  children, NULL, NULL };
 
 	if (argp_parse(&argp, argc, argv, 0, NULL, NULL))
 		return -1;

@@ -60,14 +60,14 @@ static void print_command(FILE *out)
 				fputs("\\040", out);	/* keep the header one token per word */
 			escape_puts(out, *a);
 		}
-	} else if (opts.pid) {
-		fprintf(out, "pid\\040%d", opts.pid);
-	} else if (opts.container) {
+	} else if (opts.target.pid) {
+		fprintf(out, "pid\\040%d", opts.target.pid);
+	} else if (opts.target.container) {
 		fputs("container\\040", out);
-		escape_puts(out, opts.container);
-	} else if (opts.cgroup_path) {
+		escape_puts(out, opts.target.container);
+	} else if (opts.target.cgroup_path) {
 		fputs("cgroup\\040", out);
-		escape_puts(out, opts.cgroup.path);
+		escape_puts(out, opts.target.cgroup.path);
 	} else {
 		fputs("system-wide", out);
 	}
@@ -93,7 +93,7 @@ void write_header(FILE *out)
 		opts.extra ? " pid tid comm cause dev ino" : "");
 	if (opts.used)
 		fputs("# records: read access map\n", out);
-	if (opts.container)
+	if (opts.target.container)
 		fprintf(out, "# paths: %s\n", opts.paths_container ? "container" : "host");
 	fputs("# command: ", out);
 	print_command(out);

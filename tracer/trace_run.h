@@ -7,7 +7,7 @@
 #ifndef PAGETRACE_TRACE_RUN_H
 #define PAGETRACE_TRACE_RUN_H
 
-#include "cgroup.h"
+#include "target_options.h"
 #include <signal.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -27,13 +27,10 @@ enum attach_mode { ATTACH_AUTO, ATTACH_TP_BTF, ATTACH_RAW_TP };
 struct options {
 	char *command;		/* -c: run through /bin/sh -c */
 	char **argv;		/* or: -- CMD ARGS... */
-	pid_t pid;		/* -p */
+	struct target target;	/* -p, --cgroup, --container NAME|ID: its cgroup */
 	bool all;		/* -a */
-	const char *cgroup_path;	/* --cgroup, resolved into cgroup */
-	const char *container;	/* --container NAME|ID: its cgroup */
 	bool wait;		/* --wait: for the container to start */
 	bool paths_container;	/* --paths container */
-	struct cgroup_target cgroup;
 	bool no_children;
 	bool extra;		/* -x */
 	bool allow_lost;
@@ -105,7 +102,8 @@ void report(const struct lost_counts *lost, unsigned long long duration_us,
 	    const struct bpf_cost *cost);
 
 /* trace_load.c */
-int trace_libbpf_print(enum libbpf_print_level level, const char *format, va_list args);
+/* libbpf's messages: -v prints them; a refusal is explained (engine_load.h). */
+void trace_print_to_libbpf(void);
 struct trace_bpf *load_programs(void);
 /* The loaded programs attached (skel's, or the parts' of a split load). */
 int attach_loaded(struct trace_bpf *skel);
