@@ -9,6 +9,7 @@ one made by the test with a container-like name, docker-ID.scope, so that
 what the exporter asks and what it shows are exact. Ground truth for the
 counts is the kernel's (mincore, cachestat(2)).
 """
+import contextlib
 import os
 import subprocess
 import time
@@ -62,6 +63,23 @@ def runtime(tmp_path, docker_body):
     return f"{bin_dir}:/usr/sbin:/usr/bin:/sbin:/bin"
 
 
+@contextlib.contextmanager
+def exporter_and_reader(parent, child, path, tmp_path, docker_body):
+    """The exporter on --cgroup @parent with the stand-in runtime
+    @docker_body, attached, and a reader of @path in @child that has read
+    it; yields (exporter, port); both ended on every path."""
+    port = _free_loopback_port()
+    tool = exporter(parent, port, runtime(tmp_path, docker_body))
+    proc = reader(child, [], [path])
+    try:
+        attached(tool)
+        go(proc)
+        yield tool, port
+    finally:
+        finish(proc)
+        stopped(tool)
+
+
 def timed_scrape(port):
     start = time.monotonic()
     samples, _ = _scrape(port)
@@ -95,16 +113,8 @@ def test_a_container_cgroup_is_shown_with_its_runtimes_name(data_dir, container_
     about the id in the cgroup's name."""
     parent, child = container_cgroup
     (path,) = files(data_dir, [256 * KiB])
-    port = _free_loopback_port()
-    tool = exporter(parent, port, runtime(tmp_path, "echo /web-1"))
-    proc = reader(child, [], [path])
-    try:
-        attached(tool)
-        go(proc)
+    with exporter_and_reader(parent, child, path, tmp_path, "echo /web-1") as (_, port):
         row, _, _ = rows_within(port, 5, os.stat(child).st_ino)
-    finally:
-        finish(proc)
-        stopped(tool)
     misses = len(cached_since_eviction(path))
     assert misses == 256 * KiB // PAGE
     assert row is not None, "the container's row did not come within 5 s"
@@ -166,12 +176,7 @@ def test_stopping_the_exporter_while_a_runtime_hangs_takes_at_most_its_limit(  #
     CONTAINER_ASK_S + 2 s, and the runtime it ran is gone."""
     parent, child = container_cgroup
     (path,) = files(data_dir, [64 * KiB])
-    port = _free_loopback_port()
-    tool = exporter(parent, port, runtime(tmp_path, "exec sleep 600"))
-    proc = reader(child, [], [path])
-    try:
-        attached(tool)
-        go(proc)
+    with exporter_and_reader(parent, child, path, tmp_path, "exec sleep 600") as (tool, port):
         deadline = time.monotonic() + 10
         while not (tmp_path / "asked").exists() and time.monotonic() < deadline:
             with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5):
@@ -182,9 +187,6 @@ def test_stopping_the_exporter_while_a_runtime_hangs_takes_at_most_its_limit(  #
         tool.terminate()
         _, err = tool.communicate(timeout=CONTAINER_ASK_S + 5)
         took = time.monotonic() - start
-    finally:
-        finish(proc)
-        stopped(tool)
     assert tool.returncode == 0, err
     assert took <= CONTAINER_ASK_S + 2
     pid = int((tmp_path / "asked").read_text().split()[0])
