@@ -28,7 +28,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
-#include "trace.h"
+#include "trace_events.h"
 #include "core_fixes.bpf.h"
 #include "page_math.bpf.h"
 #include "sinks.bpf.h"
@@ -186,7 +186,7 @@ static __always_inline void on_path_lost(void)
 }
 
 /*
- * The fields every record of trace.h ends with: the thread that caused it
+ * The fields every record of trace_events.h ends with: the thread that caused it
  * and the page size.
  */
 #define SET_THREAD_FIELDS(event, id)						\

@@ -31,7 +31,7 @@
 #include "attach_choice.h"
 #include "bpf_cost.h"
 #include "paths.h"
-#include "trace.h"
+#include "trace_events.h"
 #include "trace_run.h"
 #include "trace.skel.h"
 

@@ -15,7 +15,7 @@
 #include <bpf/libbpf.h>
 #include <bpf/bpf.h>
 #include <bpf/btf.h>
-#include "trace.h"
+#include "trace_events.h"
 #include "errmsg.h"
 #include "trace_run.h"
 #include "trace.skel.h"

@@ -20,7 +20,7 @@
 #include <sys/utsname.h>
 #include "bpf_cost.h"
 #include "paths.h"
-#include "trace.h"
+#include "trace_events.h"
 #include "errmsg.h"
 #include "trace_run.h"
 

@@ -4,8 +4,8 @@
  * of the pagetrace tracer. Both sides include this one header, so the layout
  * can never drift apart.
  */
-#ifndef PAGETRACE_TRACE_H
-#define PAGETRACE_TRACE_H
+#ifndef PAGETRACE_TRACE_EVENTS_H
+#define PAGETRACE_TRACE_EVENTS_H
 
 #include "file_id.h"
 #include "page_access.h"
@@ -76,4 +76,4 @@ struct marks_event {
 	char comm[TASK_COMM_LEN];
 };
 
-#endif /* PAGETRACE_TRACE_H */
+#endif /* PAGETRACE_TRACE_EVENTS_H */
