@@ -474,7 +474,8 @@ def main():
     os.makedirs(data_dir)
     summary, samples = {}, []
     try:
-        with private_dockerd.daemon(os.path.join(data_dir, "docker"), "pagetrace-soak") as env:
+        with private_dockerd.daemon(os.path.join(data_dir, "docker"), "pagetrace-soak",
+                                    own_mounts=True) as env:
             summary, samples = soak(args, relative, parent, data_dir, env)
             summary["docker_left"] = private_dockerd.docker(
                 env, "ps", "-aq", timeout=60).stdout.split()

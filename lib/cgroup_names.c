@@ -38,19 +38,21 @@ static struct cgroup_name *find(unsigned long long id)
 static struct cgroup_name *new_entry(unsigned long long id, const char *component)
 {
 	struct cgroup_name *name;
+	char path[4096];
 
+	if (!cgroup_path_of_id(id, path, sizeof(path))) {
+		if (!component || !component[0])
+			return NULL;	/* not remembered: the id may be met again */
+		/* gone already: its path is lost, its name is not */
+		snprintf(path, sizeof(path), "//gone/%s", component);
+	}
 	if (array_reserve(&names, &names_cap, nr_names + 1, sizeof(*names)))
 		return NULL;
 	name = &names[nr_names];
 	memset(name, 0, sizeof(*name));
 	name->id = id;
-	if (!cgroup_path_of_id(id, name->path, sizeof(name->path))) {
-		if (!component || !component[0])
-			return NULL;	/* not remembered: the id may be met again */
-		/* gone already: its path is lost, its name is not */
-		snprintf(name->path, sizeof(name->path), "//gone/%s", component);
-	}
-	return name;
+	name->path = strdup(path);
+	return name->path ? name : NULL;
 }
 
 const struct cgroup_name *name_cgroup(unsigned long long id, const char *component)
@@ -173,9 +175,12 @@ void forget_gone_cgroups(void)
 	if (n < 0)
 		return;
 	pthread_mutex_lock(&lock);
-	for (size_t i = 0; i < nr_names; i++)
+	for (size_t i = 0; i < nr_names; i++) {
 		if (cgroup_id_in(live, n, names[i].id))
 			names[kept++] = names[i];
+		else
+			free(names[i].path);
+	}
 	nr_names = kept;
 	pthread_mutex_unlock(&lock);
 	free(live);
@@ -190,6 +195,8 @@ void cgroup_names_close(void)
 	if (asker_running)
 		pthread_join(asker, NULL);
 	asker_running = false;
+	for (size_t i = 0; i < nr_names; i++)
+		free(names[i].path);
 	free(names);
 	names = NULL;
 	nr_names = names_cap = 0;

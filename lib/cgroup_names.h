@@ -8,7 +8,7 @@
 
 struct cgroup_name {
 	unsigned long long id;
-	char path[4096];	/* in the cgroup2 hierarchy; "//gone/COMPONENT" */
+	char *path;		/* in the cgroup2 hierarchy; "//gone/COMPONENT" (the table's) */
 	char container[256];	/* "" when no runtime names it */
 	bool asking;		/* its container's name not known yet */
 };

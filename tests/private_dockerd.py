@@ -31,17 +31,21 @@ def docker_cgroups():
 
 
 @contextlib.contextmanager
-def daemon(data_root, name):
+def daemon(data_root, name, own_mounts=False):
     """dockerd with its state in DATA_ROOT, its run files and containerd
     namespaces named after NAME; yields the environment that reaches it.
-    Raises RuntimeError when it does not answer within 60 s."""
+    With OWN_MOUNTS, dockerd runs in a mount namespace of its own: its
+    containers' mounts are not in the machine's table (where tests that
+    look for what they left would see them), and go with it. Raises
+    RuntimeError when it does not answer within 60 s."""
     had = docker_cgroups()
     run_dir = tempfile.mkdtemp(prefix=f"{name}-docker-", dir="/run")
     sock = os.path.join(run_dir, "docker.sock")
     env = dict(os.environ, DOCKER_HOST=f"unix://{sock}",
                PATH="/usr/bin:/usr/sbin:" + os.environ.get("PATH", ""))
     log = open(os.path.join(run_dir, "dockerd.log"), "w")
-    proc = subprocess.Popen(["dockerd", "--iptables=false", "--bridge=none",
+    own = ["unshare", "--mount", "--propagation", "private"] if own_mounts else []
+    proc = subprocess.Popen([*own, "dockerd", "--iptables=false", "--bridge=none",
                              "--data-root", data_root, "--exec-root", os.path.join(run_dir, "exec"),
                              "-H", f"unix://{sock}", "--pidfile", os.path.join(run_dir, "docker.pid"),
                              "--containerd-namespace", name,
