@@ -16,7 +16,6 @@ import contextlib
 import json
 import os
 import re
-import socket
 import subprocess
 import sys
 import textwrap
@@ -26,6 +25,7 @@ import pytest
 
 from conftest import REPO, require_root
 from pagecache_util import evict, write_file
+from test_cgroup import _free_loopback_port, attached
 from trace_oracle import Trace
 
 TRACE = os.path.join(REPO, "tracer", "trace")
@@ -272,18 +272,11 @@ def test_only_a_tool_that_reports_its_cost_turns_statistics_on(tool):
     cachetop by interval) holds no BPF_ENABLE_STATS descriptor once its
     programs are attached; cachetop -c, which reports it, does."""
     require_root()
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = f"127.0.0.1:{s.getsockname()[1]}"
+    port = f"127.0.0.1:{_free_loopback_port()}"
     tool = [port if arg == "PORT" else arg for arg in tool]
     proc = subprocess.Popen(tool, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 60
-        while not any(os.readlink(f"/proc/{proc.pid}/fd/{fd}") == "anon_inode:bpf_link"
-                      for fd in os.listdir(f"/proc/{proc.pid}/fd")):
-            assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
-            time.sleep(0.05)
-        time.sleep(0.5)     # every link attached
+        attached(proc)
         assert bpf_stats_held(proc.pid) == ("-c" in tool)
     finally:
         proc.kill()
