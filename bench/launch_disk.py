@@ -8,6 +8,8 @@ recorded there, then per iteration, in a new random order each time:
   selective   only the files of the cold trace and the pack evicted
   hot         those files read whole first
   launched    cold, then `pagetrace-launch PACK -- CMD` (--mode auto)
+  launched-bSIZE-gG  (LAUNCH_DISK_EXTRA) the same with --batch SIZE
+              --batch-gap G
   whole-file  cold, then the trace's files read whole, front to back, by a
               second process started beside CMD (what vmtouch -t,
               ureadahead and systemd-readahead do); timed until CMD ends
@@ -39,6 +41,7 @@ import os
 import random
 import re
 import signal
+import statistics
 import subprocess
 import sys
 import time
@@ -69,6 +72,7 @@ WHOLE_FILE = ("import sys\n"
               "    except OSError:\n"
               "        pass\n")
 RUN_TIMEOUT = 300
+BATCHED = re.compile(r"launched-b(\d+[KMG]?)-g(\d+)$")
 RUN_RECORDED = re.compile(r"run (\d+)/\d+ recorded in ([\d.]+) s")
 
 _groups = set()
@@ -218,9 +222,12 @@ class Session:
         # More states: launched-stale (the pack with every file's inode
         # changed); for pilots, launched-ra0 (a pack recorded with
         # read_ahead_kb 0, the default before issue 43) and read-gapN (the
-        # sorted read alone, gaps of N pages filled).
-        self.states = STATES + tuple(s for s in os.environ.get("LAUNCH_DISK_EXTRA", "").split(",")
-                                     if s)
+        # sorted read alone, gaps of N pages filled); launched-bSIZE-gG.
+        # LAUNCH_DISK_STATES: the states to run instead of STATES (cold
+        # and hot at least: the shares are of cold - hot).
+        base = tuple(s for s in os.environ.get("LAUNCH_DISK_STATES", "").split(",") if s)
+        self.states = (base or STATES) + tuple(
+            s for s in os.environ.get("LAUNCH_DISK_EXTRA", "").split(",") if s)
 
     def start(self, argv, beside=None):
         """Times argv (from before its fork to its exit); beside: argv of
@@ -318,10 +325,13 @@ class Session:
         """(seconds, read part or None, exit status, message)."""
         self.prepare(state)
         read_s = None
-        if state in ("launched", "launched-ra0", "launched-stale"):
+        batched = BATCHED.match(state)
+        if state in ("launched", "launched-ra0", "launched-stale") or batched:
             pack = self.pack_path + {"launched-ra0": ".ra0", "launched-stale": ".stale"}.get(
                 state, "")
-            elapsed, status, last = self.start([LAUNCHER, "-q", pack, "--", *self.app])
+            options = ["--batch", batched[1], "--batch-gap", batched[2]] if batched else []
+            elapsed, status, last = self.start([LAUNCHER, "-q", *options, pack, "--",
+                                                *self.app])
         elif state == "whole-file":
             elapsed, status, last = self.start(
                 self.app, beside=[sys.executable, "-I", "-S", "-c", WHOLE_FILE, *self.files])
@@ -422,6 +432,14 @@ def summary_text(rows, facts):
         interval = "unbounded" if low is None else f"{low:.0%} to {high:.0%}"
         lines.append(f"{state} recovers {share:.0%} of the I/O cost ({base} - hot; "
                      f"95% CI {interval}; {n} iterations)")
+    reads = []
+    for state in states:
+        mine = [r for r in rows if r["state"] == state]
+        if mine:
+            reads.append(f"{state} {statistics.mean(r['device_reads'] for r in mine):.0f} "
+                         f"requests, {statistics.mean(r['device_bytes'] for r in mine) / 2**20:.0f}"
+                         " MiB")
+    lines.append("device reads per run (mean): " + "; ".join(reads))
     ras = sorted({r["read_ahead_kb"] for r in rows})
     lines.append(f"read_ahead_kb of the device in every run: {', '.join(map(str, ras))}")
     lines.append("recording: " + json.dumps(facts))

@@ -57,7 +57,8 @@ static const char doc[] =
 static const char args_doc[] = "PACK -- CMD [ARGS...]";
 
 enum { OPT_MODE = 0x100, OPT_VERIFY, OPT_MAX_AGE, OPT_REFINE, OPT_GAP,
-       OPT_WINDOW, OPT_REPLAY, OPT_REPORT, OPT_STRICT };
+       OPT_WINDOW, OPT_BATCH, OPT_BATCH_GAP, OPT_REPLAY, OPT_REPORT,
+       OPT_STRICT };
 
 static const struct argp_option options[] = {
 	{"mode", OPT_MODE, "MODE", 0, "auto (default): from the device; "
@@ -76,6 +77,12 @@ static const struct argp_option options[] = {
 	{"window", OPT_WINDOW, "SIZE", 0, "beside CMD: at most SIZE bytes "
 	 "(K, M, G) asked for and not yet read (default 1M; 8M when the "
 	 "planner prefetches beside CMD under a bandwidth cap)", 0},
+	{"batch", OPT_BATCH, "SIZE", 0, "beside CMD: take the pack SIZE bytes "
+	 "(K, M, G) of ranges at a time, sort them by file and offset and "
+	 "merge a file's ranges up to --batch-gap apart (0: off, the default)", 0},
+	{"batch-gap", OPT_BATCH_GAP, "PAGES", 0, "with --batch: merge ranges "
+	 "at most PAGES pages apart, reading the pages between (default "
+	 STRINGIFY(DEFAULT_BATCH_GAP) ")", 0},
 	{"replay", OPT_REPLAY, "PATH", 0, "sorted: the replayer (the planner's)", 0},
 	{"report", OPT_REPORT, "FILE", 0, "write what was decided as JSON to FILE", 0},
 	{"strict", OPT_STRICT, 0, 0, "exit 1 instead of starting CMD without "
@@ -129,6 +136,14 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	case OPT_WINDOW:
 		o->window = number_option("--window", arg, &size_units, 1,
 					  UINT64_MAX);
+		break;
+	case OPT_BATCH:
+		o->batch.bytes = number_option("--batch", arg, &size_units, 0,
+					       UINT64_MAX);
+		break;
+	case OPT_BATCH_GAP:
+		o->batch.gap = number_option("--batch-gap", arg, NULL, 0,
+					     UINT64_MAX / 2);
 		break;
 	case OPT_GAP: /* the planner's: checked here, as a number of pages */
 		number_option("--gap", arg, NULL, 0, UINT64_MAX);
@@ -280,7 +295,7 @@ static void say_skipped(const struct pack *pack, const struct skipped *s)
 /* Forked twice, so that the prefetch is nobody's zombie once CMD has
  * replaced this process and CMD starts without waiting for it. */
 static void start_beside(const struct pack *pack, struct skipped *s,
-			 int verify, uint64_t window)
+			 int verify, const struct options *o)
 {
 	pid_t child = fork();
 
@@ -291,7 +306,7 @@ static void start_beside(const struct pack *pack, struct skipped *s,
 				say_skipped(pack, s);
 			}
 			if (count_kept(s))
-				prefetch(pack, s, window);
+				prefetch(pack, s, o->window, &o->batch);
 		}
 		_exit(0);
 	}
@@ -374,7 +389,8 @@ int main(int argc, char **argv)
 {
 	struct argp argp = {options, parse_opt, args_doc, doc, 0, 0, 0};
 	struct launch l = {.o = {.max_age_s = DEFAULT_MAX_AGE_S,
-				 .window = DEFAULT_WINDOW}};
+				 .window = DEFAULT_WINDOW,
+				 .batch = {0, DEFAULT_BATCH_GAP}}};
 	char *device = NULL;
 	int cut, verify, kept;
 
@@ -432,7 +448,8 @@ int main(int argc, char **argv)
 		say("prefetching %zu of %zu files, concurrent beside the start (%s)",
 		    count_kept(&l.skipped), l.pack.n_files, device);
 	l.report.window = l.o.window;
-	start_beside(&l.pack, &l.skipped, verify, l.o.window);
+	l.report.batch = &l.o.batch;
+	start_beside(&l.pack, &l.skipped, verify, &l.o);
 	finish(&l);
 	return 0;
 }

@@ -16,17 +16,27 @@
 /* --window's default: measured on firefox-esr (docs/lab/case-study-firefox.md,
  * "2026-11-27"), 1 MiB in flight beat 512K, 2M and no limit. */
 #define DEFAULT_WINDOW (1u << 20)
+/* --batch-gap's default. */
+#define DEFAULT_BATCH_GAP 16
+#define STRINGIFY_(x) #x
+#define STRINGIFY(x) STRINGIFY_(x)
 /* A random read this slow (us, the pack's request-us) is a seek. */
 #define SEEK_US 2000
 
 enum launch_mode { MODE_AUTO, MODE_CONCURRENT, MODE_NONE, MODE_PLANNER };
 enum verify { VERIFY_AUTO, VERIFY_STAT, VERIFY_CONTENT };
 
+/* --batch, --batch-gap: bytes of ranges per batch (0: none), pages. */
+struct batching {
+	uint64_t bytes, gap;
+};
+
 struct options {
 	enum launch_mode mode;
 	enum verify verify;
 	uint64_t max_age_s;
 	uint64_t window;
+	struct batching batch;
 	const char *pack;
 	const char *report;
 	int strict, quiet, refine;
@@ -52,11 +62,22 @@ void skipped_free(struct skipped *skipped);
 int cheap_devices(const struct pack *pack, const struct skipped *skipped,
 		  char **why);
 
-/* prefetch.c: the ranges of the kept files in the pack's order,
+/* prefetch.c: the requests of the kept files (plan_requests),
  * posix_fadvise(WILLNEED), at most WINDOW bytes asked for and not yet
  * read back. */
+struct request {
+	size_t file;
+	uint64_t page, pages;
+	size_t first;            /* the pack index of its first-used range */
+};
 void prefetch(const struct pack *pack, const struct skipped *skipped,
-	      uint64_t window);
+	      uint64_t window, const struct batching *batch);
+/* The requests into OUT (room for the pack's ranges): the kept ranges in
+ * the pack's order, or batched and merged (BATCH->bytes); their count.
+ * *FILLED: the pages read between merged ranges. */
+size_t plan_requests(const struct pack *pack, const struct skipped *skipped,
+		     const struct batching *batch, struct request *out,
+		     uint64_t *filled);
 
 /* report.c: --report's JSON. */
 struct report {
@@ -64,6 +85,7 @@ struct report {
 	const struct pack *data;
 	const struct skipped *skipped;
 	uint64_t window;
+	const struct batching *batch;
 	double launch_s;
 };
 int write_report(const char *path, const struct report *r);

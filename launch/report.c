@@ -5,6 +5,7 @@
 #include "json.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static void json_text(FILE *out, const char *text)
@@ -48,6 +49,25 @@ static void skipped_object(FILE *out, const struct pack *pack,
 	fputc('}', out);
 }
 
+/* The requests the prefetch makes of the files kept so far (the content
+ * check, after the report, may drop more) and --batch's settings. */
+static void requests_keys(FILE *out, const struct report *r)
+{
+	struct request *q = malloc((r->data->n_ranges + 1) * sizeof(*q));
+	uint64_t filled;
+	size_t n;
+
+	if (!q || !r->skipped || !r->skipped->reason) {
+		free(q);
+		return;
+	}
+	n = plan_requests(r->data, r->skipped, r->batch, q, &filled);
+	fprintf(out, ", \"batch\": %llu, \"gap_pages\": %llu, \"requests\": %zu"
+		", \"filled_pages\": %llu", (unsigned long long)r->batch->bytes,
+		(unsigned long long)r->batch->gap, n, (unsigned long long)filled);
+	free(q);
+}
+
 int write_report(const char *path, const struct report *r)
 {
 	FILE *out = fopen(path, "we");
@@ -71,6 +91,8 @@ int write_report(const char *path, const struct report *r)
 	}
 	if (r->window)
 		fprintf(out, ", \"window\": %llu", (unsigned long long)r->window);
+	if (r->window && r->data)
+		requests_keys(out, r);
 	fprintf(out, ", \"launch_s\": %.6f}\n", r->launch_s);
 	return fclose(out);
 }

@@ -44,6 +44,10 @@ def launch(*args, pack="/nonexistent-45.pack", command=("true",)):
     ("--window", "lots", "not a size (bytes, K, M or G)"),
     ("--window", "8KB", "not a size (bytes, K, M or G)"),
     ("--window", "+8K", "not a size (bytes, K, M or G)"),
+    ("--batch", "lots", "not a size (bytes, K, M or G)"),
+    ("--batch", "-4M", "not a size (bytes, K, M or G)"),
+    ("--batch-gap", "-1", "not a whole number"),
+    ("--batch-gap", "8p", "not a whole number"),
     ("--gap", "-1", "not a whole number"),
     ("--gap", "2k", "not a whole number"),
     ("--mode", "fast", "not auto, concurrent, planned, sorted or none"),
@@ -61,6 +65,7 @@ def test_a_bad_value_is_one_line_and_status_2(option, text, why, tmp_path):
 @pytest.mark.parametrize("args", [
     ("--max-age", "0"), ("--max-age", "90m"), ("--max-age", "7"),
     ("--window", "8K"), ("--window", "1"), ("--gap", "0"),
+    ("--batch", "0"), ("--batch", "16M"), ("--batch-gap", "0"), ("--batch-gap", "32"),
     ("--mode", "none"), ("--mode", "concurrent"), ("--verify", "stat"),
     ("--verify", "content"),
 ])

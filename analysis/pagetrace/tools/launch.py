@@ -299,6 +299,10 @@ def build_parser(prog=PROG):
                    help="concurrent, planned: at most SIZE bytes (K, M, G) "
                    "asked for and not yet read (default 1M; 8M for planned "
                    "under a cap)")
+    p.add_argument("--batch", metavar="SIZE",
+                   help="the C launcher's (beside CMD where requests are cheap)")
+    p.add_argument("--batch-gap", metavar="PAGES", type=int,
+                   help="the C launcher's, with --batch")
     p.add_argument("--replay", metavar="PATH", help="the replayer (default: "
                    "replay/replay of the source tree, else pagetrace-replay)")
     p.add_argument("--report", metavar="FILE",
