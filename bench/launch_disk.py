@@ -8,8 +8,8 @@ recorded there, then per iteration, in a new random order each time:
   selective   only the files of the cold trace and the pack evicted
   hot         those files read whole first
   launched    cold, then `pagetrace-launch PACK -- CMD` (--mode auto)
-  launched-bSIZE-gG  (LAUNCH_DISK_EXTRA) the same with --batch SIZE
-              --batch-gap G
+  launched-bSIZE-gG[-wW]  (LAUNCH_DISK_EXTRA) the same with --batch
+              SIZE --batch-gap G [--window W]
   whole-file  cold, then the trace's files read whole, front to back, by a
               second process started beside CMD (what vmtouch -t,
               ureadahead and systemd-readahead do); timed until CMD ends
@@ -72,7 +72,7 @@ WHOLE_FILE = ("import sys\n"
               "    except OSError:\n"
               "        pass\n")
 RUN_TIMEOUT = 300
-BATCHED = re.compile(r"launched-b(\d+[KMG]?)-g(\d+)$")
+BATCHED = re.compile(r"launched-b(\d+[KMG]?)-g(\d+)(?:-w(\d+[KMG]?))?$")
 RUN_RECORDED = re.compile(r"run (\d+)/\d+ recorded in ([\d.]+) s")
 
 _groups = set()
@@ -330,6 +330,7 @@ class Session:
             pack = self.pack_path + {"launched-ra0": ".ra0", "launched-stale": ".stale"}.get(
                 state, "")
             options = ["--batch", batched[1], "--batch-gap", batched[2]] if batched else []
+            options += ["--window", batched[3]] if batched and batched[3] else []
             elapsed, status, last = self.start([LAUNCHER, "-q", *options, pack, "--",
                                                 *self.app])
         elif state == "whole-file":
