@@ -20,7 +20,7 @@
  * --batch-gap pages apart are merged, the pages between them read too:
  * a pack's first-access order rarely puts a file's ranges side by side,
  * and each range asked for alone is at least one request to the device
- * (docs/lab/launch-slow-disks.md, "the 85% goal not met"). The merged
+ * (docs/lab/launch-slow-disks.md, "On the machine's disk"). The merged
  * requests are then asked for in the order of their first-used range, so
  * that a large file touched first does not hold back the next file's
  * first pages behind its last ones. */
@@ -82,20 +82,22 @@ static int open_file(const struct pack_file *f, int windowed)
 	return fd;
 }
 
+static int order(uint64_t a, uint64_t b)
+{
+	return (a > b) - (a < b);
+}
+
 static int by_file_page(const void *a, const void *b)
 {
 	const struct request *x = a, *y = b;
 
-	if (x->file != y->file)
-		return x->file < y->file ? -1 : 1;
-	return x->page < y->page ? -1 : x->page > y->page;
+	return x->file != y->file ? order(x->file, y->file) : order(x->page, y->page);
 }
 
 static int by_first(const void *a, const void *b)
 {
-	const struct request *x = a, *y = b;
-
-	return x->first < y->first ? -1 : x->first > y->first;
+	return order(((const struct request *)a)->first,
+		     ((const struct request *)b)->first);
 }
 
 /* Merges the sorted R[0..N) in place: a file's next range that starts at
