@@ -50,50 +50,65 @@ static bool drain(int fd, char *buf, size_t size, size_t *used)
 
 /* Runs ARGV for at most CONTAINER_ASK_S seconds (then kills it: a runtime
  * whose daemon hangs must not hang the tool); its stdout in OUT
- * (NUL-terminated), its stderr's first line in ERR. The exit status, or -1
- * when it could not run or was killed. */
+ * (NUL-terminated), its stderr's first line in ERR, or to /dev/null when
+ * ERR is NULL (then one pipe: a tool asking for every container a second
+ * holds one descriptor for it, not two). The exit status, or -1 when it
+ * could not run or was killed. */
 static int run_capture(char *const argv[], char *out, size_t out_size, char *err, size_t err_size)
 {
-	int outp[2], errp[2], status, open_fds = 2;
+	int outp[2], errp[2] = { -1, -1 }, status, open_fds = err ? 2 : 1;
 	struct pollfd fds[2];
 	size_t used[2] = { 0, 0 };
 	uint64_t deadline = monotonic_ns() + CONTAINER_ASK_S * 1000000000ull;
 	pid_t pid;
 
-	out[0] = err[0] = '\0';
-	if (pipe2(outp, O_CLOEXEC) || pipe2(errp, O_CLOEXEC))
+	out[0] = '\0';
+	if (err)
+		err[0] = '\0';
+	if (pipe2(outp, O_CLOEXEC))
 		return -1;
+	if (err && pipe2(errp, O_CLOEXEC)) {
+		close(outp[0]);
+		close(outp[1]);
+		return -1;
+	}
 	pid = fork();
 	if (pid == 0) {
 		sigset_t none;
+		int null = err ? -1 : open("/dev/null", O_WRONLY | O_CLOEXEC);
 
 		/* the runtime starts as from a shell: no signal blocked or ignored */
 		sigemptyset(&none);
 		sigprocmask(SIG_SETMASK, &none, NULL);
 		signal(SIGPIPE, SIG_DFL);
 		dup2(outp[1], 1);
-		dup2(errp[1], 2);
+		dup2(err ? errp[1] : null, 2);
 		execvp(argv[0], argv);
-		dprintf(2, "%s: not found\n", argv[0]);
+		if (err)
+			dprintf(2, "%s: not found\n", argv[0]);
 		_exit(127);
 	}
 	close(outp[1]);
-	close(errp[1]);
+	if (err)
+		close(errp[1]);
 	fds[0] = (struct pollfd){ .fd = outp[0], .events = POLLIN };
 	fds[1] = (struct pollfd){ .fd = errp[0], .events = POLLIN };
 	while (pid > 0 && open_fds && monotonic_ns() < deadline) {
-		if (poll(fds, 2, (int)((deadline - monotonic_ns()) / 1000000) + 1) < 0 && errno != EINTR)
+		if (poll(fds, err ? 2 : 1, (int)((deadline - monotonic_ns()) / 1000000) + 1) < 0 &&
+		    errno != EINTR)
 			break;
-		for (int i = 0; i < 2; i++)
+		for (int i = 0; i < (err ? 2 : 1); i++)
 			if (fds[i].fd >= 0 && fds[i].revents &&
 			    !drain(fds[i].fd, i ? err : out, i ? err_size : out_size, &used[i])) {
 				fds[i].fd = -1;
 				open_fds--;
 			}
 	}
-	err[strcspn(err, "\n")] = '\0';
+	if (err) {
+		err[strcspn(err, "\n")] = '\0';
+		close(errp[0]);
+	}
 	close(outp[0]);
-	close(errp[0]);
 	if (pid > 0 && open_fds)
 		kill(pid, SIGKILL);
 	if (pid < 0 || waitpid(pid, &status, 0) != pid)
@@ -304,14 +319,14 @@ bool container_id_in_cgroup(const char *cgroup)
 bool container_name_of_cgroup(const char *cgroup, char *name, size_t size)
 {
 	static const char *const runtimes[] = { "docker", "podman" };
-	char id[65], out[512], err[256];
+	char id[65], out[512];
 
 	if (!container_id_of(cgroup, id))
 		return false;
 	for (size_t i = 0; i < sizeof(runtimes) / sizeof(runtimes[0]); i++) {
 		char *argv[] = { (char *)runtimes[i], "inspect", "--format", "{{.Name}}", id, NULL };
 
-		if (run_capture(argv, out, sizeof(out), err, sizeof(err)) || !out[0])
+		if (run_capture(argv, out, sizeof(out), NULL, 0) || !out[0])
 			continue;
 		out[strcspn(out, "\n")] = '\0';
 		snprintf(name, size, "%s", out[0] == '/' ? out + 1 : out);

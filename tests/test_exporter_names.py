@@ -92,6 +92,16 @@ def exporter(parent, port, path):
                             text=True, env=dict(os.environ, PATH=path))
 
 
+def pipes(pid):
+    """How many pipes process @pid holds open."""
+    fd_dir = f"/proc/{pid}/fd"
+    links = []
+    for fd in os.listdir(fd_dir):
+        with contextlib.suppress(FileNotFoundError):
+            links.append(os.readlink(os.path.join(fd_dir, fd)))
+    return sum(link.startswith("pipe:") for link in links)
+
+
 def rows_within(port, seconds, cid):
     """Scrapes every 0.2 s for @seconds, until cgroup @cid has its row:
     (its row or None, the last scrape's samples, the slowest scrape)."""
@@ -132,7 +142,9 @@ def test_a_runtime_that_hangs_blocks_no_scrape_and_is_killed(data_dir, container
     reader's pages while its row waits for a name; after CONTAINER_ASK_S
     the runtime is killed and the row comes without a container label. A
     second container met then is shown at once, unnamed: a runtime that
-    timed out is not asked again for a minute."""
+    timed out is not asked again for a minute. Asking holds one pipe
+    (the runtime's stdout; its stderr goes to /dev/null), and killing it
+    leaves none behind."""
     parent, child = container_cgroup
     second = os.path.join(parent, f"docker-{'7a' * 32}.scope")
     (path, other) = files(data_dir, [256 * KiB, 64 * KiB])
@@ -141,13 +153,16 @@ def test_a_runtime_that_hangs_blocks_no_scrape_and_is_killed(data_dir, container
     procs = [reader(child, [], [path])]
     try:
         attached(tool)
+        pipes_before = pipes(tool.pid)
         started = time.monotonic()
         go(procs[0])
         row, during, slowest = rows_within(port, CONTAINER_ASK_S - 3, os.stat(child).st_ino)
+        pipes_asking = pipes(tool.pid)
         assert row is None, "the row came before its runtime answered"
         assert slowest < 1.0, f"a scrape took {slowest:.2f} s while the runtime hung"
         row, _, slowest = rows_within(port, CONTAINER_ASK_S + 5, os.stat(child).st_ino)
         waited = time.monotonic() - started
+        pipes_after = pipes(tool.pid)
         os.mkdir(second)
         procs.append(reader(second, [], [other]))
         go(procs[1])
@@ -163,6 +178,7 @@ def test_a_runtime_that_hangs_blocks_no_scrape_and_is_killed(data_dir, container
     assert slowest < 1.0
     assert row is not None and row["container"] is None and row["misses"] == misses
     assert CONTAINER_ASK_S - 1 <= waited <= CONTAINER_ASK_S + 5
+    assert (pipes_asking, pipes_after) == (pipes_before + 1, pipes_before)
     assert second_row is not None and second_row["container"] is None
     assert second_row["misses"] == len(cached_since_eviction(other)) == 64 * KiB // PAGE
     (asked,) = (tmp_path / "asked").read_text().splitlines()

@@ -195,19 +195,24 @@ static void cgroup_sample(FILE *out, const char *name, __u64 id, const struct cg
  * asked without blocking the scrape, and a series whose labels changed
  * once it was known would be a second series. Until then (a runtime's
  * answer, at most CONTAINER_ASK_S) the cgroup families add up to less than
- * the totals. Moves the rows to show to the front; how many.
+ * the totals. Moves the rows to show to the front and sets @known[i] to
+ * row i's name (NULL: gone unnamed, shown by id); how many. The names are
+ * looked up after every row was asked for, which may have grown the table.
  */
-static int named_rows(struct cgroup_counts *rows, int n)
+static int named_rows(struct cgroup_counts *rows, int n, const struct cgroup_name **known)
 {
 	int shown = 0;
 
 	for (int i = 0; i < n; i++)
-		if (name_cgroup_nowait(rows[i].id))	/* -1: gone unnamed, shown by id */
+		if (name_cgroup_nowait(rows[i].id))
 			rows[shown++] = rows[i];
+	for (int i = 0; i < shown; i++)
+		known[i] = cgroup_name_known(rows[i].id);
 	return shown;
 }
 
-static void cgroup_metrics(struct exposition *x, const struct cgroup_counts *rows, int n)
+static void cgroup_metrics(struct exposition *x, const struct cgroup_counts *rows,
+			   const struct cgroup_name *const *known, int n)
 {
 	static const struct { const char *name, *help; size_t field; } counters[] = {
 		{ "hits", "Accesses to pages that were in the page cache, by cgroup.",
@@ -228,7 +233,7 @@ static void cgroup_metrics(struct exposition *x, const struct cgroup_counts *row
 
 			snprintf(value, sizeof(value), "%llu",
 				 *(const unsigned long long *)(k + counters[c].field));
-			cgroup_sample(x->out, name, rows[i].id, cgroup_name_known(rows[i].id), value);
+			cgroup_sample(x->out, name, rows[i].id, known[i], value);
 		}
 	}
 	family(x, "cgroup_read_hit_ratio", "gauge", "ratio", "hits / (hits + misses) since "
@@ -237,8 +242,7 @@ static void cgroup_metrics(struct exposition *x, const struct cgroup_counts *row
 		const struct cache_counts *k = &rows[i].counts;
 
 		ratio_value(value, sizeof(value), k->hits, k->misses);
-		cgroup_sample(x->out, "read_hit_ratio", rows[i].id, cgroup_name_known(rows[i].id),
-			      value);
+		cgroup_sample(x->out, "read_hit_ratio", rows[i].id, known[i], value);
 	}
 }
 
@@ -249,21 +253,26 @@ static int exposition(void *ctx, enum http_format format, char **body, size_t *s
 	struct openmetrics *om = ctx;
 	__u64 totals[NR_CACHE_COUNTERS];
 	struct cgroup_counts *rows;
+	const struct cgroup_name **known;
 	struct exposition x = { .om = format == HTTP_FORMAT_OPENMETRICS };
 	int nrows;
 
 	*body = NULL;
 	if (cache_read_totals(om->skel, totals) || (nrows = cache_read_cgroups(om->skel, &rows)) < 0)
 		return -1;
-	x.out = open_memstream(body, size);
+	known = calloc(nrows + 1, sizeof(*known));
+	x.out = known ? open_memstream(body, size) : NULL;
 	if (!x.out) {
+		free(known);
 		free(rows);
 		return -1;
 	}
 	metrics(&x, totals, om->cgroup);
-	cgroup_metrics(&x, rows, named_rows(rows, nrows));
+	nrows = named_rows(rows, nrows, known);
+	cgroup_metrics(&x, rows, known, nrows);
 	if (x.om)
 		fputs("# EOF\n", x.out);
+	free(known);
 	free(rows);
 	if (fclose(x.out)) {
 		free(*body);
