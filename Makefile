@@ -62,10 +62,13 @@ test-kernels: all
 
 # Which tracer/*.bpf.h compile alone, each in an empty .bpf.c (the kernel's
 # header tests); lists those that do not, exit 1 then. make test runs it
-# (tests/test_bpf_modules.py).
+# (tests/test_bpf_modules.py). ARCH=arm64: for arm64, against the vmlinux.h
+# of the arm64 static build (from the arm64 kernel's BTF, below).
+CHECK_HEADERS_OUT = $(if $(filter arm64,$(ARCH)),$(STATIC_DIR)/obj/tracer,$(CURDIR)/tracer/.output)
 check-headers:
-	$(MAKE) -s -C tracer .output/vmlinux.h
-	scripts/check-headers tracer
+	$(if $(filter arm64,$(ARCH)),@test -r $(VMLINUX_BTF) || python3 tests/kernels/fetch --btf $(ARM64_BTF_KERNEL))
+	$(MAKE) -s -C tracer OUTPUT=$(CHECK_HEADERS_OUT) $(CHECK_HEADERS_OUT)/vmlinux.h
+	scripts/check-headers $(if $(filter arm64,$(ARCH)),--arch arm64) --output $(CHECK_HEADERS_OUT) tracer
 
 # readpage.stp in the kernel matrix (tests/kernels/test_stap.py): its module
 # compiled on the host for each of STAP_KERNELS (cached by script hash and

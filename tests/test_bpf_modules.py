@@ -59,6 +59,53 @@ def test_check_headers_fails_on_a_header_that_uses_what_it_does_not_include(tmp_
     assert ": 1 of 2 " in run.stdout
 
 
+# make check-headers ARCH=arm64: the same headers for arm64, against the
+# vmlinux.h of the arm64 static build, made from the kernels' cache's BTF.
+ARM64_BTF = os.path.join(os.environ.get("PAGETRACE_KERNELS_CACHE", "/var/lib/pagetrace-kernels"),
+                         "arm64", "arm64-6.12", "vmlinux.btf")
+ARM64_OUT = os.path.join(REPO, "build", "static-aarch64", "obj", "tracer")
+ARM64_REGS = """#include "vmlinux.h"
+#if defined(__TARGET_ARCH_arm64)
+static inline unsigned long sixth(struct pt_regs *regs) { return regs->r9; }
+#endif
+"""
+
+
+def check_headers(*args):
+    return subprocess.run([os.path.join(REPO, "scripts", "check-headers"), *args],
+                          capture_output=True, text=True)
+
+
+@pytest.fixture(scope="module")
+def arm64_checked():
+    if not os.access(ARM64_BTF, os.R_OK):
+        pytest.skip(f"no arm64 BTF in the kernels' cache ({ARM64_BTF}): "
+                    "python3 tests/kernels/fetch --btf arm64-6.12")
+    return subprocess.run(["make", "-s", "-C", REPO, "check-headers", "ARCH=arm64"],
+                          capture_output=True, text=True)
+
+
+def test_every_header_compiles_alone_for_arm64(arm64_checked):
+    headers = len(glob.glob(os.path.join(TRACER, "*.bpf.h")))
+    out = arm64_checked.stdout + arm64_checked.stderr
+    assert arm64_checked.returncode == 0, out
+    assert f": {headers} of {headers} " in out and "-D__TARGET_ARCH_arm64" in out, out
+
+
+def test_an_arm64_branch_is_checked_only_for_arm64(arm64_checked, tmp_path):
+    """x86's run never compiles an arm64 branch: a register arm64's
+    pt_regs lacks passes there and fails in the arm64 run."""
+    subprocess.run(["make", "-s", "-C", TRACER, ".output/vmlinux.h"], check=True)
+    (tmp_path / "regs.bpf.h").write_text(ARM64_REGS)
+    x86 = check_headers("--arch", "x86", "--output", os.path.join(TRACER, ".output"),
+                        str(tmp_path))
+    arm64 = check_headers("--arch", "arm64", "--output", ARM64_OUT, str(tmp_path))
+    assert x86.returncode == 0 and ": 1 of 1 " in x86.stdout, x86.stdout + x86.stderr
+    assert arm64.returncode == 1, arm64.stdout + arm64.stderr
+    assert "regs.bpf.h: does not compile alone" in arm64.stdout
+    assert "no member named 'r9'" in arm64.stdout
+
+
 def test_includes_only_at_the_top():
     """No include in the middle or at the bottom of a file: after the first
     line of code (a declaration, a definition, a macro), none."""

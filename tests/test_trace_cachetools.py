@@ -6,14 +6,17 @@ device has a large read_ahead_kb, so readahead reads far more than is
 touched: only accesses count, never what readahead brought in.
 """
 import contextlib
+import fcntl
 import glob
 import json
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import sys
 import textwrap
+import time
 
 import pytest
 
@@ -304,3 +307,68 @@ def test_cachetop_pid_follows_one_process(data_dir):
     rows = json.loads(line)["processes"]
     assert [r["pid"] for r in rows] == [reader.pid]
     assert (rows[0]["hits"], rows[0]["misses"]) == (0, 256)
+
+
+def blocked_in_pipe_write(pid, timeout=30):
+    """Waits until @pid sleeps in a write to a full pipe (its wchan)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with open(f"/proc/{pid}/wchan") as f:
+            if "pipe_write" in f.read():
+                return True
+        time.sleep(0.05)
+    return False
+
+
+@pytest.mark.parametrize("tool", ["cachetop", "cachestat"])
+def test_a_stop_signal_during_a_blocked_write_loses_no_line(tool):
+    """The reader falls behind: stdout, a pipe of one page, fills and the
+    tool sleeps in write(). SIGINT then must not cut the output: the write
+    finishes once the reader reads, the last interval is printed, exit 0,
+    and every line is whole JSON (a write failed with EINTR would end the
+    tool with exit 1 or leave half a line)."""
+    require_root()
+    r, w = os.pipe()
+    fcntl.fcntl(w, fcntl.F_SETPIPE_SZ, PAGE)
+    proc = subprocess.Popen([os.path.join(REPO, "tracer", tool), "-j", "0.02"], stdout=w,
+                            stderr=subprocess.PIPE, text=True)
+    os.close(w)
+    try:
+        wait_ready(proc, tool)
+        blocked = blocked_in_pipe_write(proc.pid)
+        proc.send_signal(signal.SIGINT)
+        time.sleep(0.3)
+        with os.fdopen(r, "rb") as reader:
+            out = reader.read().decode()
+        err = proc.stderr.read()
+        proc.wait(timeout=30)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert blocked, f"{tool} never filled the pipe"
+    assert proc.returncode == 0, err
+    lines = out.splitlines()
+    assert len(out) > PAGE and out.endswith("\n")
+    assert all(json.loads(line)["time"] for line in lines)
+
+
+@pytest.mark.parametrize("tool", ["cachetop", "cachestat"])
+def test_a_reader_gone_is_one_line_and_exit_1(tool):
+    """`tool -j 0.02 | head -1`: once the reader is gone the tool says so
+    in one line and exits 1 within a few intervals, not killed by SIGPIPE
+    and not running on unseen."""
+    require_root()
+    proc = subprocess.Popen([os.path.join(REPO, "tracer", tool), "-j", "0.02"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_ready(proc, tool)
+        json.loads(proc.stdout.readline())
+        proc.stdout.close()
+        proc.wait(timeout=10)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 1
+    assert proc.stderr.read().splitlines()[-1] == f"{tool}: stdout: Broken pipe"

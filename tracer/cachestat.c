@@ -17,6 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 #include "errmsg.h"
+#include "stop_signals.h"
 #include "attach_choice.h"
 #include "cache_load.h"
 #include "openmetrics.h"
@@ -78,13 +79,6 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	return 0;
 }
 
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	stop_requested = 1;
-}
 
 /* Buffers and Cached of /proc/meminfo, in MiB. */
 static void read_meminfo(double *buffers_mb, double *cached_mb)
@@ -168,7 +162,6 @@ int main(int argc, char **argv)
 					  children, NULL, NULL };
 	struct cache_load_options load = { .all = true };
 	__u64 before[NR_CACHE_COUNTERS] = {}, now[NR_CACHE_COUNTERS];
-	struct sigaction action = { .sa_handler = on_signal };
 	struct cache_bpf *skel;
 	struct openmetrics *server = NULL;
 	uint64_t interval_ns, when;
@@ -203,9 +196,7 @@ int main(int argc, char **argv)
 		openmetrics_close(server);
 		return 1;
 	}
-	sigaction(SIGINT, &action, NULL);
-	sigaction(SIGTERM, &action, NULL);
-	signal(SIGPIPE, SIG_IGN);	/* a scraper or a stdout gone is a write error */
+	stop_on_signals();
 	say_ready(TOOL);
 	if (!opts.common.json)
 		printf("%10s %10s %10s %8s %11s %11s\n", "HITS", "MISSES", "DIRTIES", "HIT%",

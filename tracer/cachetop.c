@@ -24,6 +24,7 @@
 #include <bpf/libbpf.h>
 #include <bpf/bpf.h>
 #include "errmsg.h"
+#include "stop_signals.h"
 #include "json.h"
 #include "attach_choice.h"
 #include "bpf_cost.h"
@@ -324,19 +325,22 @@ static int handle_event(void *ctx, void *data, size_t size)
 /* ------------------------------------------------------------------ */
 /* Modes                                                              */
 
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	stop_requested = 1;
-}
 
 static const char *const table_name[] = {
 	[BY_PROCESS] = "processes", [BY_FILE] = "files", [BY_CGROUP] = "cgroups",
 };
 
-static void print_top(struct cache_bpf *skel, struct ring_buffer *rb)
+/* Stdout took what was printed: 0, or -1 said (a reader gone: SIGPIPE is
+ * ignored, so EPIPE comes here). */
+static int stdout_flushed(void)
+{
+	if (fflush(stdout) || ferror(stdout))
+		return errmsg("stdout", "%s", errmsg_strerror(errno)), -1;
+	return 0;
+}
+
+/* One interval's table: 0, or -1 when stdout cannot take it (said). */
+static int print_top(struct cache_bpf *skel, struct ring_buffer *rb)
 {
 	struct table t;
 	char stamp[32];
@@ -345,7 +349,7 @@ static void print_top(struct cache_bpf *skel, struct ring_buffer *rb)
 
 	ring_buffer__consume(rb);
 	if (read_table(skel, opts.by, true, &t))
-		return;
+		return 0;
 	qsort(t.rows, t.count, sizeof(*t.rows), busier_first);
 	gmtime_r(&now, &tm);
 	strftime(stamp, sizeof(stamp), "%Y-%m-%dT%H:%M:%SZ", &tm);
@@ -358,8 +362,8 @@ static void print_top(struct cache_bpf *skel, struct ring_buffer *rb)
 		text_rows(stdout, &t, opts.by, TOP_ROWS);
 		putchar('\n');
 	}
-	fflush(stdout);
 	free(t.rows);
+	return stdout_flushed();
 }
 
 /* Sleep up to @seconds, polling the ring buffer for names meanwhile. */
@@ -383,7 +387,8 @@ static int run_top(struct cache_bpf *skel, struct ring_buffer *rb)
 
 	for (unsigned long i = 0; !stop_requested && (!opts.common.every.count || i < opts.common.every.count); i++) {
 		wait_interval(rb, opts.common.every.seconds);
-		print_top(skel, rb);
+		if (print_top(skel, rb))
+			return 1;
 		since_forget += opts.common.every.seconds;
 		if (opts.by == BY_CGROUP && since_forget >= 60) {
 			forget_gone_cgroups();
@@ -393,8 +398,9 @@ static int run_top(struct cache_bpf *skel, struct ring_buffer *rb)
 	return 0;
 }
 
-/* -c: the summary, once CMD has exited. */
-static void print_summary(struct cache_bpf *skel, const __u64 *totals, int exit_code)
+/* -c: the summary, once CMD has exited: 0, or -1 when stdout cannot take it
+ * (said). */
+static int print_summary(struct cache_bpf *skel, const __u64 *totals, int exit_code)
 {
 	struct cache_counts all = {
 		.hits = totals[CACHE_HITS], .misses = totals[CACHE_MISSES],
@@ -402,6 +408,7 @@ static void print_summary(struct cache_bpf *skel, const __u64 *totals, int exit_
 	};
 	struct table procs = {}, files_table = {}, cgroups_table = {};
 	struct bpf_cost cost;
+	int failed = 0;
 
 	cache_cost(skel, &cost);
 	if (read_table(skel, BY_PROCESS, false, &procs) ||
@@ -436,11 +443,12 @@ static void print_summary(struct cache_bpf *skel, const __u64 *totals, int exit_
 			  &cgroups_table : &procs, opts.by, (size_t)-1);
 		cost_print(stderr, TOOL, &cost, opts.common.verbose);
 	}
-	fflush(stdout);
+	failed = stdout_flushed();
 out:
 	free(procs.rows);
 	free(files_table.rows);
 	free(cgroups_table.rows);
+	return failed;
 }
 
 /* Is the first word of CMD something the shell can run? */
@@ -487,7 +495,8 @@ static int run_command(struct cache_bpf *skel, struct ring_buffer *rb)
 	exit_code = exit_code_of(status);
 	if (cache_read_totals(skel, totals))
 		return 1;
-	print_summary(skel, totals, exit_code);
+	if (print_summary(skel, totals, exit_code))
+		exit_code = exit_code ? exit_code : 1;
 	cache_report_lost(totals);
 	return exit_code;
 }
@@ -498,7 +507,6 @@ int main(int argc, char **argv)
 	static const struct argp argp = { argp_options, parse_opt, "[INTERVAL [COUNT]]", doc,
 					  children, NULL, NULL };
 	struct cache_load_options load = {};
-	struct sigaction action = { .sa_handler = on_signal };
 	struct cache_bpf *skel = NULL;
 	struct ring_buffer *rb = NULL;
 	int exit_code = 1;
@@ -530,8 +538,7 @@ int main(int argc, char **argv)
 		errmsg("ring buffer", "%s", errmsg_strerror(errno));
 		goto cleanup;
 	}
-	sigaction(SIGINT, &action, NULL);
-	sigaction(SIGTERM, &action, NULL);
+	stop_on_signals();
 	if (opts.common.target.pid && adopt_threads(opts.common.target.pid, mark_thread_traced, skel->maps.traced_tids))
 		goto cleanup;
 	if (!opts.command)

@@ -31,20 +31,13 @@
 #include "attach_choice.h"
 #include "bpf_cost.h"
 #include "paths.h"
+#include "stop_signals.h"
 #include "trace_events.h"
 #include "trace_run.h"
 #include "trace.skel.h"
 
 /* ------------------------------------------------------------------ */
 /* Targets                                                            */
-
-static volatile sig_atomic_t stop_requested;
-
-static void on_signal(int sig)
-{
-	(void)sig;
-	stop_requested = 1;
-}
 
 static pid_t start_command(struct trace_bpf *skel)
 {
@@ -84,20 +77,6 @@ static bool target_done(pid_t child, int pidfd, pid_t adopted, int *status)
 
 /* ------------------------------------------------------------------ */
 /* Main loop and reporting                                            */
-
-static void install_signal_handlers(void)
-{
-	/*
-	 * SA_RESTART: a write blocked on a full pipe when Ctrl-C comes must
-	 * finish, not fail (the trace would be cut mid-record); the poll loop
-	 * still sees the flag, as epoll_wait() is never restarted.
-	 */
-	struct sigaction action = { .sa_handler = on_signal, .sa_flags = SA_RESTART };
-
-	sigaction(SIGINT, &action, NULL);
-	sigaction(SIGTERM, &action, NULL);
-	signal(SIGPIPE, SIG_IGN);	/* a closed stdout shows up as a write error */
-}
 
 /*
  * A once-a-second progress line for long runs, only when nobody else writes
@@ -275,7 +254,7 @@ int main(int argc, char **argv)
 	skel = load_programs();
 	if (!skel || !(rb = attach_programs(skel)))
 		goto cleanup;
-	install_signal_handlers();
+	stop_on_signals();
 	measure_clock_offset();
 	write_header(run.out);
 
