@@ -53,3 +53,11 @@ void errmsg(const char *what, const char *fmt, ...)
 	verrmsg(what, fmt, ap);
 	va_end(ap);
 }
+
+int errmsg_stdout_flushed(void)
+{
+	if (fflush(stdout) == 0 && !ferror(stdout))
+		return 0;
+	errmsg("stdout", "%s", errmsg_strerror(errno));
+	return -1;
+}

@@ -18,6 +18,10 @@ void errmsg(const char *what, const char *fmt, ...)
 void verrmsg(const char *what, const char *fmt, va_list ap)
 	__attribute__((format(printf, 2, 0)));
 
+/* Stdout took all that was printed: 0; else -1, said as `tool: stdout:
+ * why` (a reader gone is EPIPE where SIGPIPE is ignored). */
+int errmsg_stdout_flushed(void);
+
 /* strerror(ERR), except "out of memory" for ENOMEM. */
 const char *errmsg_strerror(int err);
 

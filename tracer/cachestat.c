@@ -79,7 +79,6 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	return 0;
 }
 
-
 /* Buffers and Cached of /proc/meminfo, in MiB. */
 static void read_meminfo(double *buffers_mb, double *cached_mb)
 {
@@ -126,9 +125,7 @@ static int print_interval(const __u64 *now, const __u64 *before)
 		       (unsigned long long)misses, (unsigned long long)dirties, ratio * 100,
 		       buffers, cached);
 	}
-	if (fflush(stdout) || ferror(stdout))
-		return errmsg("stdout", "%s", errmsg_strerror(errno)), -1;
-	return 0;
+	return errmsg_stdout_flushed();
 }
 
 /* Until CLOCK_MONOTONIC reaches @until_ns, or a signal asks to stop;

@@ -325,19 +325,9 @@ static int handle_event(void *ctx, void *data, size_t size)
 /* ------------------------------------------------------------------ */
 /* Modes                                                              */
 
-
 static const char *const table_name[] = {
 	[BY_PROCESS] = "processes", [BY_FILE] = "files", [BY_CGROUP] = "cgroups",
 };
-
-/* Stdout took what was printed: 0, or -1 said (a reader gone: SIGPIPE is
- * ignored, so EPIPE comes here). */
-static int stdout_flushed(void)
-{
-	if (fflush(stdout) || ferror(stdout))
-		return errmsg("stdout", "%s", errmsg_strerror(errno)), -1;
-	return 0;
-}
 
 /* One interval's table: 0, or -1 when stdout cannot take it (said). */
 static int print_top(struct cache_bpf *skel, struct ring_buffer *rb)
@@ -363,7 +353,7 @@ static int print_top(struct cache_bpf *skel, struct ring_buffer *rb)
 		putchar('\n');
 	}
 	free(t.rows);
-	return stdout_flushed();
+	return errmsg_stdout_flushed();
 }
 
 /* Sleep up to @seconds, polling the ring buffer for names meanwhile. */
@@ -443,7 +433,7 @@ static int print_summary(struct cache_bpf *skel, const __u64 *totals, int exit_c
 			  &cgroups_table : &procs, opts.by, (size_t)-1);
 		cost_print(stderr, TOOL, &cost, opts.common.verbose);
 	}
-	failed = stdout_flushed();
+	failed = errmsg_stdout_flushed();
 out:
 	free(procs.rows);
 	free(files_table.rows);
