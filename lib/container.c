@@ -56,7 +56,7 @@ static bool drain(int fd, char *buf, size_t size, size_t *used)
  * could not run or was killed. */
 static int run_capture(char *const argv[], char *out, size_t out_size, char *err, size_t err_size)
 {
-	int outp[2], errp[2] = { -1, -1 }, status, open_fds = err ? 2 : 1;
+	int outp[2], errp[2] = { -1, -1 }, status, nfds = err ? 2 : 1, open_fds = nfds;
 	struct pollfd fds[2];
 	size_t used[2] = { 0, 0 };
 	uint64_t deadline = monotonic_ns() + CONTAINER_ASK_S * 1000000000ull;
@@ -94,10 +94,9 @@ static int run_capture(char *const argv[], char *out, size_t out_size, char *err
 	fds[0] = (struct pollfd){ .fd = outp[0], .events = POLLIN };
 	fds[1] = (struct pollfd){ .fd = errp[0], .events = POLLIN };
 	while (pid > 0 && open_fds && monotonic_ns() < deadline) {
-		if (poll(fds, err ? 2 : 1, (int)((deadline - monotonic_ns()) / 1000000) + 1) < 0 &&
-		    errno != EINTR)
+		if (poll(fds, nfds, (int)((deadline - monotonic_ns()) / 1000000) + 1) < 0 && errno != EINTR)
 			break;
-		for (int i = 0; i < (err ? 2 : 1); i++)
+		for (int i = 0; i < nfds; i++)
 			if (fds[i].fd >= 0 && fds[i].revents &&
 			    !drain(fds[i].fd, i ? err : out, i ? err_size : out_size, &used[i])) {
 				fds[i].fd = -1;
