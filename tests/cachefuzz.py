@@ -48,6 +48,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from array import array
 
@@ -656,7 +657,9 @@ def _exec_command(plan, out):
 
 class Cachestat:
     """tracer/cachestat -j beside a run: started, seen to print once (so it
-    is attached), stopped with SIGINT (which prints the last interval)."""
+    is attached), its lines read as they come (a run longer than the pipe
+    holds would otherwise block its writes and delay its stop), stopped
+    with SIGINT (which prints the last interval)."""
 
     def __init__(self, tools):
         self.proc = subprocess.Popen([os.path.join(tools, "cachestat"), "-j", "0.2"],
@@ -665,13 +668,25 @@ class Cachestat:
         self.lines = [self.proc.stdout.readline()]
         if not self.lines[0]:
             fail("cachestat", self.proc.stderr.read().strip() or "printed nothing")
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+
+    def _read(self):
+        for line in self.proc.stdout:
+            self.lines.append(line)
 
     def stop(self):
         self.proc.send_signal(signal.SIGINT)
-        out, err = self.proc.communicate(timeout=30)
+        try:
+            self.proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            fail("cachestat", "did not stop within 30 s of SIGINT")
+        self.reader.join(timeout=30)
+        err = self.proc.stderr.read()
         if self.proc.returncode:
             fail("cachestat", err.strip() or f"exit status {self.proc.returncode}")
-        rows = [json.loads(line) for line in self.lines + out.splitlines() if line.strip()]
+        rows = [json.loads(line) for line in self.lines if line.strip()]
         return {key: sum(r[key] for r in rows)
                 for key in ("hits", "misses", "dirties", "mapped", "lost")}
 

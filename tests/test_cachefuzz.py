@@ -10,6 +10,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -147,3 +148,30 @@ def test_fault_around_range_is_do_fault_around():
     assert cachefuzz.fault_around_range(va, 90, 92, 16) == (88, 91)   # mapping's end
     assert cachefuzz.fault_around_range(va, 500, 1000, 16) == (488, 503)  # page table's end
     assert cachefuzz.fault_around_range(va, 504, 1000, 16) == (504, 519)  # the next one
+
+
+@pytest.mark.unit
+def test_cachestat_beside_a_run_is_read_as_it_prints(tmp_path):
+    """A run longer than the pipe holds: the harness reads cachestat's
+    lines while the run goes on, so cachestat's writes never block (a
+    stand-in cachestat prints 256 KiB, four pipes' worth, then says so
+    in a file), and stop() sums every line: the 4,000 and the one
+    printed on SIGINT."""
+    done = tmp_path / "done"
+    fake = tmp_path / "cachestat"
+    row = '{"hits": 1, "misses": 2, "dirties": 0, "mapped": 0, "lost": 0}'
+    fake.write_text(
+        "#!/bin/sh\n"
+        "stop() { echo '" + row + "'; exit 0; }\n"
+        "trap stop INT\n"
+        "i=0; while [ $i -lt 4000 ]; do echo '" + row + "'; i=$((i + 1)); done\n"
+        f"touch {done}\n"
+        "while :; do sleep 0.1; done\n")
+    fake.chmod(0o755)
+    beside = cachefuzz.Cachestat(str(tmp_path))
+    deadline = time.monotonic() + 10
+    while not done.exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert done.exists(), "the stand-in's writes blocked: its stdout was not read"
+    assert beside.stop() == {"hits": 4001, "misses": 8002, "dirties": 0, "mapped": 0,
+                             "lost": 0}
