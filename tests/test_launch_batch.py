@@ -100,9 +100,12 @@ def test_batch_reads_the_pack_and_the_merged_gaps_only(fixture_pack, case, tmp_p
 
 def test_batch_goes_to_the_planner_unharmed(fixture_pack, tmp_path):
     """--mode sorted hands the launch, --batch and all, to the Python
-    planner, which takes the C launcher's options and starts CMD."""
+    planner, which takes the C launcher's options, says in one line that
+    its prefetch does not batch, and starts CMD."""
     pack, _, _ = fixture_pack
     done = subprocess.run([LAUNCH, "--mode", "sorted", "--batch", "4M", "--batch-gap", "8",
                            pack, "--", "sh", "-c", "exit 5"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 5, done.stderr
+    assert "launch: warning: --batch: the sorted prefetch does not batch" in done.stderr
+    assert len([line for line in done.stderr.splitlines() if "--batch" in line]) == 1
