@@ -1,7 +1,7 @@
 # What the Makefiles of the C tools beside lib/ (replay, launch, diskemu)
 # share: install places, compiler and warnings, the .output/ directory,
 # lib/'s archive and how it is built, the version from its one file, and
-# the headers every object depends on, the option table's two outputs
+# the headers every object depends on, and the option table's two outputs
 # (docs/option-tables.md). Included before a tool's own rules;
 # OUTPUT, BIN and LIBPAGETRACE may be set on the command line (build.mk).
 .DEFAULT_GOAL := all
