@@ -252,6 +252,12 @@ test-dist: dist
 	@test -x $(PYTHON) || { echo "make: no $(PYTHON): run scripts/install-deps first" >&2; exit 1; }
 	PAGETRACE_DIST_TARBALL=$(CURDIR)/$(DIST_TARBALL) $(PYTHON) -m pytest -ra tests/test_dist.py
 
+# The OPTIONS sections of the C tools' man pages, rewritten from their
+# option tables (docs/option-tables.md).
+.PHONY: man
+man:
+	for d in launch replay diskemu; do $(MAKE) -C $$d man || exit 1; done
+
 clean:
 	for d in $(SUBDIRS); do $(MAKE) -C $$d clean; done
 	rm -rf build dist

@@ -1,10 +1,12 @@
-/* Command line of diskemu (argp). */
+/* Command line of diskemu (argp); its options are options.tsv's. */
 #include "diskemu.h"
 #include "option.h"
 
 #include <argp.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "option_table.h"
 
 PAGETRACE_ARGP_PROGRAM("diskemu", PAGETRACE_VERSION);
 
@@ -37,37 +39,9 @@ static const char doc[] =
 "\n"
 "OPTIONS:";
 
-enum option_key {
-	OPT_PROFILE = 0x100, OPT_PROFILES, OPT_LIST, OPT_PREDICT, OPT_MOUNT,
-	OPT_LOG, OPT_EXIT_WITH_PARENT, OPT_READ_AHEAD,
-};
-
 /* A SATA disk's read_ahead_kb: the kernel's default when a drive reports
  * no optimal I/O size, as spinning disks do. */
 #define DEFAULT_READ_AHEAD_KB 128
-
-static const struct argp_option argp_options[] = {
-	{"profile", OPT_PROFILE, "NAME", 0, "The drive (default hdd-7200; "
-	 "--list-profiles, docs/diskemu.md)", 1},
-	{"profiles", OPT_PROFILES, "FILE", 0, "The profile table (default: "
-	 "profiles.tsv beside the program)", 1},
-	{"list-profiles", OPT_LIST, NULL, 0, "Print the profile names", 1},
-	{"predict", OPT_PREDICT, NULL, 0, "Print what the model predicts for "
-	 "IMAGE (random 4 KiB IOPS, zone rates) and exit", 1},
-	{"mount", OPT_MOUNT, "DIR", 0, "Also mount the image's file system "
-	 "read-only on DIR (unmounted at the end)", 2},
-	{"read-ahead", OPT_READ_AHEAD, "KB", 0, "The device's read_ahead_kb "
-	 "(default 128, a SATA disk's; a loop device keeps an earlier "
-	 "one's otherwise)", 2},
-	{"log", OPT_LOG, "FILE", 0, "One CSV line per request: its modelled "
-	 "arrival, seek, rotation, transfer and completion", 2},
-	{"exit-with-parent", OPT_EXIT_WITH_PARENT, NULL, 0, "Shut down when "
-	 "the parent process dies (for tools that start diskemu)", 2},
-	{"json", 'j', NULL, 0, "The device and, at the end, the counts as JSON "
-	 "lines on stdout", 3},
-	{"quiet", 'q', NULL, 0, "No summary on stderr", 3},
-	{NULL, 0, NULL, 0, NULL, 0},
-};
 
 static error_t parse_opt(int key, char *arg, struct argp_state *state)
 {
@@ -76,7 +50,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 	switch (key) {
 	case OPT_PROFILE: o->profile = arg; break;
 	case OPT_PROFILES: o->profiles = arg; break;
-	case OPT_LIST: o->list = 1; break;
+	case OPT_LIST_PROFILES: o->list = 1; break;
 	case OPT_PREDICT: o->predict = 1; break;
 	case OPT_MOUNT: o->mount = arg; break;
 	case OPT_LOG: o->log = arg; break;

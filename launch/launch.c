@@ -20,6 +20,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "option_table.h"
+
 #define DEFAULT_MAX_AGE_S (30u * 86400u)
 #define DEFAULT_PACKS_DIR "/var/lib/pagetrace/packs"
 /* The Python planner, run with this launcher's path as argv[1] (its
@@ -55,41 +57,6 @@ static const char doc[] =
 	"cannot be used; 2 bad usage.";
 
 static const char args_doc[] = "PACK -- CMD [ARGS...]";
-
-enum { OPT_MODE = 0x100, OPT_VERIFY, OPT_MAX_AGE, OPT_REFINE, OPT_GAP,
-       OPT_WINDOW, OPT_BATCH, OPT_BATCH_GAP, OPT_REPLAY, OPT_REPORT,
-       OPT_STRICT };
-
-static const struct argp_option options[] = {
-	{"mode", OPT_MODE, "MODE", 0, "auto (default): from the device; "
-	 "concurrent: beside CMD in first-access order; sorted, planned: "
-	 "handed to the Python planner (docs/prefetch-packs.md); none: check "
-	 "the pack, prefetch nothing", 0},
-	{"verify", OPT_VERIFY, "HOW", 0, "stat: device, inode, size, mtime; "
-	 "content: also the CRC-32 of each file's first 4 KiB; auto (default): "
-	 "content when beside CMD", 0},
-	{"max-age", OPT_MAX_AGE, "AGE", 0, "a pack older than AGE (s, m, h, d; "
-	 "default 30d) is not used", 0},
-	{"refine", OPT_REFINE, 0, 0, "trace this launch and add the pages it "
-	 "read itself to the pack (the Python planner's; root)", 0},
-	{"gap", OPT_GAP, "PAGES", 0, "sorted, planned: gaps to fill (the "
-	 "planner's)", 0},
-	{"window", OPT_WINDOW, "SIZE", 0, "beside CMD: at most SIZE bytes "
-	 "(K, M, G) asked for and not yet read (default 1M; 8M when the "
-	 "planner prefetches beside CMD under a bandwidth cap)", 0},
-	{"batch", OPT_BATCH, "SIZE", 0, "beside CMD: take the pack SIZE bytes "
-	 "(K, M, G) of ranges at a time, sort them by file and offset and "
-	 "merge a file's ranges up to --batch-gap apart (0: off, the default)", 0},
-	{"batch-gap", OPT_BATCH_GAP, "PAGES", 0, "with --batch: merge ranges "
-	 "at most PAGES pages apart, reading the pages between (default "
-	 STRINGIFY(DEFAULT_BATCH_GAP) ")", 0},
-	{"replay", OPT_REPLAY, "PATH", 0, "sorted: the replayer (the planner's)", 0},
-	{"report", OPT_REPORT, "FILE", 0, "write what was decided as JSON to FILE", 0},
-	{"strict", OPT_STRICT, 0, 0, "exit 1 instead of starting CMD without "
-	 "prefetch when the pack cannot be used", 0},
-	{"quiet", 'q', 0, 0, "only problems on stderr", 0},
-	{0}
-};
 
 void say(const char *fmt, ...)
 {
@@ -387,7 +354,7 @@ static void parse_options(const struct argp *argp, int argc, char **argv,
 
 int main(int argc, char **argv)
 {
-	struct argp argp = {options, parse_opt, args_doc, doc, 0, 0, 0};
+	struct argp argp = {argp_options, parse_opt, args_doc, doc, 0, 0, 0};
 	struct launch l = {.o = {.max_age_s = DEFAULT_MAX_AGE_S,
 				 .window = DEFAULT_WINDOW,
 				 .batch = {0, DEFAULT_BATCH_GAP}}};

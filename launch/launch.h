@@ -18,8 +18,6 @@
 #define DEFAULT_WINDOW (1u << 20)
 /* --batch-gap's default. */
 #define DEFAULT_BATCH_GAP 16
-#define STRINGIFY_(x) #x
-#define STRINGIFY(x) STRINGIFY_(x)
 /* A random read this slow (us, the pack's request-us) is a seek. */
 #define SEEK_US 2000
 

@@ -1,7 +1,8 @@
 # What the Makefiles of the C tools beside lib/ (replay, launch, diskemu)
 # share: install places, compiler and warnings, the .output/ directory,
 # lib/'s archive and how it is built, the version from its one file, and
-# the headers every object depends on. Included before a tool's own rules;
+# the headers every object depends on, and the option table's two outputs
+# (docs/option-tables.md). Included before a tool's own rules;
 # OUTPUT, BIN and LIBPAGETRACE may be set on the command line (build.mk).
 .DEFAULT_GOAL := all
 PREFIX ?= /usr/local
@@ -18,7 +19,7 @@ PAGETRACE_VERSION := $(shell cat $(VERSION_FILE))
 HEADERS := $(wildcard *.h) $(wildcard $(LIBDIR)/*.h) $(VERSION_FILE)
 # A tool's objects: add its own flags after these.
 COMPILE = $(CC) $(CFLAGS) $(WARNINGS) -D_GNU_SOURCE \
-	-DPAGETRACE_VERSION='"$(PAGETRACE_VERSION)"' -I$(LIBDIR)
+	-DPAGETRACE_VERSION='"$(PAGETRACE_VERSION)"' -I$(LIBDIR) -I$(OUTPUT)
 
 # $(call install_tool,TOOL,SECTION): TOOL as pagetrace-TOOL under
 # $(PREFIX)/bin, its man page TOOL.SECTION beside the others.
@@ -33,3 +34,17 @@ $(OUTPUT):
 
 $(LIBPAGETRACE): $(wildcard $(LIBDIR)/*.c $(LIBDIR)/*.h $(LIBDIR)/Makefile)
 	$(MAKE) -s -C $(LIBDIR) OUTPUT=$(abspath $(dir $(LIBPAGETRACE)))
+
+# The tool's options.tsv is the one source of its argp table and key enum
+# (option_table.h, included by the file that parses the command line) and
+# of the OPTIONS section of its man page MAN_PAGE: `make man` rewrites
+# that section between its two marker comments; tests/test_manpages.py
+# fails while the committed page differs.
+OPTION_TABLE_AWK := ../packaging/option-table.awk
+$(OUTPUT)/option_table.h: options.tsv $(OPTION_TABLE_AWK) | $(OUTPUT)
+	awk -v out=c -f $(OPTION_TABLE_AWK) options.tsv > $@.tmp && mv $@.tmp $@
+
+.PHONY: man
+man:
+	awk -v out=page -f $(OPTION_TABLE_AWK) options.tsv $(MAN_PAGE) \
+		> $(MAN_PAGE).tmp && mv $(MAN_PAGE).tmp $(MAN_PAGE)

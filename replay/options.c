@@ -1,7 +1,7 @@
 /* Command line of replay (argp). Conflicts are checked once everything is
  * parsed, so the order of options never matters. Short options are only
  * those of the pagetrace vocabulary (-h -V -q -j); everything else is
- * long-only. */
+ * long-only. The options themselves are options.tsv's. */
 #include "replay.h"
 
 #include <argp.h>
@@ -11,6 +11,7 @@
 
 #include "emulated_disk.h"
 #include "option.h"
+#include "option_table.h"
 
 PAGETRACE_ARGP_PROGRAM("replay", REPLAY_VERSION);
 
@@ -48,64 +49,6 @@ static const char doc[] =
 "replayed; 2 on a usage error.\n"
 "\n"
 "OPTIONS:";
-
-enum option_key {
-	OPT_SORTED = 0x100, OPT_SORT, OPT_MAX_REQUEST, OPT_NO_GROUP,
-	OPT_BUFFERED, OPT_PREFETCH, OPT_EVICT, OPT_QUEUE_DEPTH, OPT_TIMING,
-	OPT_STRICT, OPT_PLAN, OPT_USED, OPT_THROTTLE, OPT_DEVICE_PROFILE,
-	OPT_WINDOW, OPT_CGROUP, OPT_LATENCIES, OPT_FIRST_READS,
-};
-
-static const struct argp_option argp_options[] = {
-	{NULL, 0, NULL, 0, "Order:", 1},
-	{"sorted", OPT_SORTED, NULL, 0, "Physical order on each device "
-	 "(FIEMAP); requests adjacent on disk merged again", 1},
-	{"sort", OPT_SORT, "KEY", 0, "original, disk (= --sorted) or file "
-	 "(path and offset, for filesystems without FIEMAP)", 1},
-	{NULL, 0, NULL, 0, "Which pages and how grouped:", 2},
-	{"used", OPT_USED, NULL, 0, "Only the read pages the program accessed "
-	 "or had mapped (trace --used, format 2)", 2},
-	{"first-reads", OPT_FIRST_READS, NULL, 0, "Each page once, at its "
-	 "first read record (a page read again was evicted in between)", 2},
-	{"max-request", OPT_MAX_REQUEST, "SIZE", 0, "Largest request, K/M/G "
-	 "suffixes (default 1M)", 2},
-	{"no-group", OPT_NO_GROUP, NULL, 0, "One request per traced page", 2},
-	{NULL, 0, NULL, 0, "I/O:", 3},
-	{"buffered", OPT_BUFFERED, NULL, 0, "Normal reads after evicting the "
-	 "files, for filesystems that refuse O_DIRECT", 3},
-	{"prefetch", OPT_PREFETCH, NULL, 0, "Fill the page cache (readahead) "
-	 "instead of reading; ranges already cached are skipped", 3},
-	{"window", OPT_WINDOW, "SIZE", 0, "--prefetch: at most SIZE bytes "
-	 "(K/M/G) issued and not yet in the cache per thread, so that the "
-	 "device reads in about the plan's order (default: no limit)", 3},
-	{"evict", OPT_EVICT, NULL, 0, "Drop the trace's files from the page "
-	 "cache first", 3},
-	{"queue-depth", OPT_QUEUE_DEPTH, "N", 0, "Keep N requests in flight "
-	 "(threads, 1 to 256; default 1)", 3},
-	{"timing", OPT_TIMING, NULL, 0, "Keep the trace's gaps between "
-	 "requests", 3},
-	{"strict", OPT_STRICT, NULL, 0, "Stop at the first bad input", 3},
-	{"throttle", OPT_THROTTLE, "riops=N[,rbps=SIZE]", 0, "Run in a cgroup "
-	 "whose blk-throttle limits the reads of the trace's disks to N per "
-	 "second (and SIZE bytes per second); root", 3},
-	{"device-profile", OPT_DEVICE_PROFILE, "NAME", 0, "--throttle with the "
-	 "limits of cloud-3000, sdcard or hdd-150 (docs/replay.md); or an "
-	 "emulated spinning disk, hdd-7200 or hdd-5400, under files on a "
-	 "loop-mounted image (docs/diskemu.md)", 3},
-	{"cgroup", OPT_CGROUP, "DIR", 0, "Join the existing cgroup DIR once "
-	 "the trace's files are open, so that its limits apply to the "
-	 "replayed reads and not to opening the files; root", 3},
-	{NULL, 0, NULL, 0, "Output:", 4},
-	{"json", 'j', NULL, 0, "Results as one JSON object on stdout", 4},
-	{"plan", OPT_PLAN, NULL, 0, "Print the request plan as CSV, do no I/O",
-	 4},
-	{"dry-run", OPT_PLAN, NULL, OPTION_ALIAS, NULL, 4},
-	{"latencies", OPT_LATENCIES, "FILE", 0, "Write each request's issue "
-	 "time and latency as CSV to FILE ('-': stdout) after the run", 4},
-	{"quiet", 'q', NULL, 0, "No summary and no progress line on stderr "
-	 "(problems are still reported)", 4},
-	{NULL, 0, NULL, 0, NULL, 0},
-};
 
 /* What parse_options needs besides the options themselves. */
 struct parse_state {

@@ -3,7 +3,9 @@ in OPTIONS for every option its --help lists (argp's own --help, --usage
 and --version aside), with the same names and argument, and none for an
 option the tool lacks; the target options that trace, cachestat and
 cachetop share read the same in their three pages; pagetrace(1) names
-every verb of the VERBS table."""
+every verb of the VERBS table. Where a tool has an option table
+(options.tsv, docs/option-tables.md), its page's OPTIONS section is what
+the table makes, and every row of the table is in --help."""
 import functools
 import os
 import re
@@ -201,3 +203,61 @@ def test_the_target_options_read_the_same_in_every_page(option):
     assert len(set(paragraphs.values())) == 1, paragraphs
     first = next(iter(paragraphs.values()))
     assert first.startswith(next(iter(helps.values()))), first
+
+
+# The tools whose options come from one table (docs/option-tables.md).
+TABLED = [("launch", "launch/launch", "launch/launch.1"),
+          ("replay", "replay/replay", "replay/replay.1"),
+          ("diskemu", "diskemu/diskemu", "diskemu/diskemu.8")]
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("directory,tool,page", TABLED, ids=[d for d, _, _ in TABLED])
+def test_the_options_section_is_what_the_table_makes(directory, tool, page):
+    """The committed page equals packaging/option-table.awk's rewrite of
+    it (`make -C DIR man`): a hand edit between the markers, or a table
+    changed without `make man`, fails here."""
+    made = subprocess.run(["awk", "-v", "out=page", "-f", "../packaging/option-table.awk",
+                           "options.tsv", os.path.basename(page)], cwd=os.path.join(REPO, directory),
+                          capture_output=True, text=True, timeout=30)
+    assert made.returncode == 0, made.stderr
+    with open(os.path.join(REPO, page)) as f:
+        committed = f.read()
+    assert made.stdout == committed, f"{page} is stale: make -C {directory} man"
+
+
+def table_rows(directory):
+    """[(name, short key or None, argument or None, flags)] of the options
+    of DIRECTORY/options.tsv, read here apart from the generator."""
+    rows = []
+    with open(os.path.join(REPO, directory, "options.tsv")) as f:
+        for line in f:
+            cols = line.rstrip("\n").split("\t")
+            if line.startswith(("#", "\t")) or not line.strip() or cols[0] == "-":
+                continue
+            rows.append((cols[0], None if cols[1] == "-" else cols[1],
+                         None if cols[2] == "-" else cols[2], cols[3]))
+    return rows
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("directory,tool,page", TABLED, ids=[d for d, _, _ in TABLED])
+def test_every_table_row_is_in_help(directory, tool, page):
+    """Each row's --name (and -key) is in --help with the row's argument;
+    an alias is listed beside its option; a hidden row is not listed."""
+    helped = help_entries(tool)
+    by_name = {n: (names, arg) for names, arg in helped.items() for n in names}
+    rows = table_rows(directory)
+    assert len(rows) >= 5, rows
+    wrong = []
+    for name, key, argument, flags in rows:
+        listed = by_name.get("--" + name)
+        if "hidden" in flags:
+            wrong += [f"--{name}: hidden, but in --help"] if listed else []
+        elif listed is None:
+            wrong.append(f"--{name}: not in --help")
+        elif key and "-" + key not in listed[0]:
+            wrong.append(f"--{name}: -{key} not beside it")
+        elif "alias" not in flags and listed[1] != argument:
+            wrong.append(f"--{name}: argument {listed[1]}, the table says {argument}")
+    assert wrong == [], tool
