@@ -38,13 +38,11 @@ $(LIBPAGETRACE): $(wildcard $(LIBDIR)/*.c $(LIBDIR)/*.h $(LIBDIR)/Makefile)
 # The tool's options.tsv is the one source of its argp table and key enum
 # (option_table.h, included by the file that parses the command line) and
 # of the OPTIONS section of its man page MAN_PAGE: `make man` rewrites
-# that section between its two marker comments; tests/test_manpages.py
-# fails while the committed page differs.
-OPTION_TABLE_AWK := ../packaging/option-table.awk
+# that section between its two marker comments (packaging/option-table.mk).
+include ../packaging/option-table.mk
 $(OUTPUT)/option_table.h: options.tsv $(OPTION_TABLE_AWK) | $(OUTPUT)
-	awk -v out=c -f $(OPTION_TABLE_AWK) options.tsv > $@.tmp && mv $@.tmp $@
+	$(call option_table_c,options.tsv)
 
 .PHONY: man
 man:
-	awk -v out=page -f $(OPTION_TABLE_AWK) options.tsv $(MAN_PAGE) \
-		> $(MAN_PAGE).tmp && mv $(MAN_PAGE).tmp $(MAN_PAGE)
+	$(call option_page,options.tsv,$(MAN_PAGE))

@@ -1,12 +1,20 @@
 # Turns a C tool's option table (options.tsv, docs/option-tables.md) into
-# its argp table and key enum (out=c, the tool's .output/option_table.h)
-# or its man page's OPTIONS section (out=man; out=page copies the page
-# given after the table with that section put between its two markers).
-# One table is the one source of both, so --help and the page cannot part.
+# its argp table and key enum (out=c, the tool's .output/option_table.h;
+# -v table=NAME names them NAME_options and NAME_key, -v base=N starts the
+# keys at N) or its man page's OPTIONS section (out=man; out=page copies
+# the page given after its tables with the sections put between their
+# markers). One table is the one source of both, so --help and the page
+# cannot part.
 BEGIN {
 	FS = "\t"
 	if (out != "c" && out != "man" && out != "page")
 		die("", "out must be c, man or page")
+	if (table !~ /^([a-z][a-z0-9_]*)?$/)
+		die("", "table '" table "': lower case, digits and _")
+	if (base == "")
+		base = "0x100"
+	if (base !~ /^(0x[0-9a-f]+|[1-9][0-9]*)$/ || number(base) < 256)
+		die("", "base '" base "': a number from 256 (0x100) up")
 	BEGIN_MARK = "^\\.\\\\\" BEGIN OPTIONS"
 	END_MARK = "^\\.\\\\\" END OPTIONS"
 }
@@ -18,6 +26,15 @@ function die(where, why) {
 }
 
 function bad(why) { die(FILENAME ":" FNR ": ", why) }
+
+# The value of a decimal or 0x hexadecimal number.
+function number(text,    v, i) {
+	if (text !~ /^0x/)
+		return text + 0
+	for (i = 3; i <= length(text); i++)
+		v = v * 16 + index("0123456789abcdef", substr(text, i, 1)) - 1
+	return v
+}
 
 # TEXT cut at spaces into pieces of at most WIDTH characters (a longer word
 # stays whole), each but the last ending in its space: joined again they
@@ -89,14 +106,15 @@ function check_row(    f, i) {
 
 # A row of the table, or a continuation (a line starting with a tab: one
 # more roff line of the row above's man text).
-/^#/ || /^$/ { next }
-FNR == NR && /^\t/ {
+FNR == 1 { in_table = out != "page" || FILENAME != ARGV[ARGC - 1] }
+in_table && (/^#/ || /^$/) { next }
+in_table && /^\t/ {
 	if (!n)
 		bad("a continuation line before any row")
 	man[n] = man[n] "\n" substr($0, 2)
 	next
 }
-FNR == NR {
+in_table {
 	check_row()
 	n++
 	name[n] = $1; arg[n] = $3; flags[n] = $4; group[n] = $5; help[n] = $6
@@ -109,10 +127,16 @@ FNR == NR {
 	else if ($1 != "-")
 		key[n] = key_name($1)
 	short[n] = $2 == "-" ? "" : "-" $2
+	row_of[$1] = n
 	next
 }
-out == "page" && $0 ~ BEGIN_MARK { print; man_section(); skipping = 1; next }
-out == "page" && $0 ~ END_MARK { if (!skipping) die(FILENAME ": ", "END OPTIONS before BEGIN"); skipping = 0; ended = 1 }
+out == "page" && $0 ~ BEGIN_MARK { print; page_section(); skipping = 1; next }
+out == "page" && $0 ~ END_MARK {
+	if (!skipping)
+		bad("END OPTIONS before BEGIN")
+	skipping = 0
+	ended = 1
+}
 out == "page" && !skipping { print }
 
 function c_flags(f,    s) {
@@ -129,13 +153,13 @@ function c_table(    i, k, pieces, p, text, first) {
 	for (i = 1; i <= n; i++) {
 		if (key[i] !~ /^OPT_/ || flags[i] ~ /alias/)
 			continue
-		printf "%s\t%s%s", first ? "enum option_key {\n" : ",\n", key[i],
-		       first ? " = 0x100" : ""
+		printf "%s\t%s%s", first ? "enum " (table ? table "_key" : "option_key") " {\n" : ",\n",
+		       key[i], first ? " = " base : ""
 		first = 0
 	}
 	if (!first)
 		print "\n};\n"
-	print "static const struct argp_option argp_options[] = {"
+	print "static const struct argp_option " (table ? table "_options" : "argp_options") "[] = {"
 	for (i = 1; i <= n; i++) {
 		text = "NULL"
 		if (help[i] != "-") {
@@ -180,28 +204,56 @@ function man_tag(i,    names, j, count, list, s) {
 	return s
 }
 
-function man_section(    i, k, p, pieces, text) {
-	for (i = 1; i <= n; i++) {
-		if (flags[i] ~ /alias|hidden/)
+# Row I's entry: a heading's subsection, or an option's .TP entry.
+function man_entry(i,    k, p, pieces, text) {
+	if (name[i] == "-") {
+		text = help[i]
+		sub(/:$/, "", text)
+		print ".SS \"" roff(text) "\""
+		return
+	}
+	print ".TP"
+	print man_tag(i)
+	# A sentence on the page: a capital first, a full stop last.
+	text = toupper(substr(help[i], 1, 1)) substr(help[i], 2)
+	text = text (text ~ /[.!?:]$/ ? "" : ".")
+	k = wrap(text, 72, pieces)
+	for (p = 1; p <= k; p++) {
+		sub(/ $/, "", pieces[p])
+		print roff_line(pieces[p])
+	}
+	if (man[i] != "")
+		print man[i]
+}
+
+function man_section(    i) {
+	for (i = 1; i <= n; i++)
+		if (flags[i] !~ /alias|hidden/)
+			man_entry(i)
+}
+
+# The section of the BEGIN marker on this line: the rows its --NAME words
+# name, in that order, or, if it names none, every row. A row named twice
+# on a page, or one the tables lack, alias or hidden, is refused.
+function page_section(    words, nwords, w, count, i) {
+	count = 0
+	nwords = split($0, words, " ")
+	for (w = 1; w <= nwords; w++)
+		count += words[w] ~ /^--[a-z0-9][a-z0-9-]*$/
+	if (!count) {
+		man_section()
+		return
+	}
+	for (w = 1; w <= nwords; w++) {
+		if (words[w] !~ /^--[a-z0-9][a-z0-9-]*$/)
 			continue
-		if (name[i] == "-") {
-			text = help[i]
-			sub(/:$/, "", text)
-			print ".SS \"" roff(text) "\""
-			continue
-		}
-		print ".TP"
-		print man_tag(i)
-		# A sentence on the page: a capital first, a full stop last.
-		text = toupper(substr(help[i], 1, 1)) substr(help[i], 2)
-		text = text (text ~ /[.!?:]$/ ? "" : ".")
-		k = wrap(text, 72, pieces)
-		for (p = 1; p <= k; p++) {
-			sub(/ $/, "", pieces[p])
-			print roff_line(pieces[p])
-		}
-		if (man[i] != "")
-			print man[i]
+		i = row_of[substr(words[w], 3)]
+		if (!i || flags[i] ~ /alias|hidden/)
+			bad(words[w] ": no such option in the tables")
+		if (i in on_page)
+			bad(words[w] " twice on the page")
+		on_page[i] = 1
+		man_entry(i)
 	}
 }
 

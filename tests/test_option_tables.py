@@ -123,6 +123,123 @@ def test_a_page_gets_the_section_between_its_markers(tmp_path):
     assert done.stderr.startswith("option-table.awk: tool.1: no ")
 
 
+# A second table, as an argp child's: named, its keys from 0x200.
+CHILD = "\n".join([
+    "#name\tkey\targ\tflags\tgroup\thelp\tman",
+    "pid\tp\tPID\t-\t0\tOnly PID",
+    "cgroup\t-\tPATH\t-\t0\tOnly the cgroup PATH\tShared man text.",
+    "container\t-\tNAME\t-\t0\tOnly the container NAME",
+    ""])
+
+
+
+def run_awk(tmp_path, variables, *files):
+    args = ["awk"]
+    for name, value in variables.items():
+        args += ["-v", f"{name}={value}"]
+    return subprocess.run(args + ["-f", str(AWK), *files], cwd=tmp_path, capture_output=True,
+                          text=True, timeout=30)
+
+
+def test_a_named_table_has_its_own_names_and_key_base(tmp_path):
+    """-v table=NAME names the array NAME_options and the enum NAME_key;
+    -v base=N starts the keys at N (an argp child's keys above its
+    parent's); and it compiles beside an unnamed table."""
+    (tmp_path / "child.tsv").write_text(CHILD)
+    plain = run_awk(tmp_path, {"out": "c"}, "child.tsv").stdout
+    done = run_awk(tmp_path, {"out": "c", "table": "target", "base": "0x200"}, "child.tsv")
+    assert (done.returncode, done.stderr) == (0, "")
+    # Those three names and nothing else differ from the unnamed table's.
+    renamed = {"enum option_key {": "enum target_key {", "\tOPT_CGROUP = 0x100,":
+               "\tOPT_CGROUP = 0x200,", "static const struct argp_option argp_options[] = {":
+               "static const struct argp_option target_options[] = {"}
+    assert done.stdout.splitlines() == [renamed.get(line, line) for line in plain.splitlines()]
+    assert set(renamed) <= set(plain.splitlines()), plain
+    source = tmp_path / "tables.c"
+    source.write_text("#include <argp.h>\n" + generate(tmp_path, "c").stdout + done.stdout +
+                      "const struct argp_option *a(void) { return argp_options; }\n"
+                      "const struct argp_option *b(void) { return target_options + 1; }\n"
+                      "int c(void) { return OPT_CONTAINER - OPT_SORTED; }\n")
+    done = subprocess.run(["cc", "-fsyntax-only", "-Wall", "-Wextra", "-Werror", str(source)],
+                          capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+
+
+@pytest.mark.parametrize("variables, why", [
+    ({"table": "Target"}, "table 'Target': lower case, digits and _"),
+    ({"base": "0x20"}, "base '0x20': a number from 256 (0x100) up"),
+    ({"base": "two"}, "base 'two': a number from 256 (0x100) up"),
+])
+def test_a_bad_name_or_base_is_refused(tmp_path, variables, why):
+    (tmp_path / "child.tsv").write_text(CHILD)
+    done = run_awk(tmp_path, {"out": "c", **variables}, "child.tsv")
+    assert (done.returncode, done.stdout, done.stderr) == (1, "", f"option-table.awk: {why}\n")
+
+
+PAGE = "\n".join([
+    ".SH OPTIONS",
+    '.\\" BEGIN OPTIONS from the tables: --cgroup --plan',
+    "stale",
+    '.\\" END OPTIONS',
+    ".IP",
+    "This page's own paragraph.",
+    '.\\" BEGIN OPTIONS from the tables: --container',
+    '.\\" END OPTIONS',
+    ".SH SEE ALSO",
+    ""])
+
+
+def test_a_page_takes_rows_of_several_tables_by_name(tmp_path):
+    """Each BEGIN marker's --NAME words pick its rows, from any of the
+    tables before the page, in that order (an alias with its option);
+    lines between the sections are the page's; a row no marker names
+    (here -p, and the fixture's others) is not on the page."""
+    (tmp_path / "child.tsv").write_text(CHILD)
+    (tmp_path / "options.tsv").write_text(FIXTURE)
+    (tmp_path / "tool.8").write_text(PAGE)
+    done = run_awk(tmp_path, {"out": "page"}, "options.tsv", "child.tsv", "tool.8")
+    assert (done.returncode, done.stderr) == (0, "")
+    assert done.stdout == "\n".join([
+        ".SH OPTIONS",
+        '.\\" BEGIN OPTIONS from the tables: --cgroup --plan',
+        ".TP", ".BI \\-\\-cgroup \" PATH\"", "Only the cgroup PATH.", "Shared man text.",
+        ".TP", '.BR \\-\\-plan ", " \\-\\-dry\\-run', "Print the plan.",
+        '.\\" END OPTIONS',
+        ".IP",
+        "This page's own paragraph.",
+        '.\\" BEGIN OPTIONS from the tables: --container',
+        ".TP", ".BI \\-\\-container \" NAME\"", "Only the container NAME.",
+        '.\\" END OPTIONS',
+        ".SH SEE ALSO",
+        ""])
+
+
+@pytest.mark.parametrize("marker, why", [
+    ("--gone", "tool.8:1: --gone: no such option in the tables"),
+    ("--dry-run", "tool.8:1: --dry-run: no such option in the tables"),
+    ("--secret", "tool.8:1: --secret: no such option in the tables"),
+    ("--pid --pid", "tool.8:1: --pid twice on the page"),
+])
+def test_a_page_naming_a_wrong_row_is_refused(tmp_path, marker, why):
+    """A marker may name only options of the tables (not an alias, which
+    goes with its option, nor a hidden one), each once on the page."""
+    (tmp_path / "child.tsv").write_text(CHILD)
+    (tmp_path / "options.tsv").write_text(FIXTURE)
+    (tmp_path / "tool.8").write_text(f'.\\" BEGIN OPTIONS {marker}\n.\\" END OPTIONS\n')
+    done = run_awk(tmp_path, {"out": "page"}, "options.tsv", "child.tsv", "tool.8")
+    assert (done.returncode, done.stderr) == (1, f"option-table.awk: {why}\n")
+
+
+def test_a_name_or_key_twice_across_tables_is_refused(tmp_path):
+    """A tool's tables share argp's one key space and one page."""
+    (tmp_path / "child.tsv").write_text(CHILD)
+    (tmp_path / "other.tsv").write_text("pid\t-\tN\t-\t0\tagain\n")
+    (tmp_path / "more.tsv").write_text("process\tp\tN\t-\t0\tagain\n")
+    for second, why in (("other.tsv", "--pid twice"), ("more.tsv", "-p twice")):
+        done = run_awk(tmp_path, {"out": "man"}, "child.tsv", second)
+        assert (done.returncode, done.stderr) == (1, f"option-table.awk: {second}:1: {why}\n")
+
+
 @pytest.mark.parametrize("row, why", [
     ("x\t-\t-\t-\t1", "options.tsv:1: 6 or 7 tab-separated columns, not 5"),
     ("X\t-\t-\t-\t1\th", "options.tsv:1: name 'X': lower case, digits and -"),
