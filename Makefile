@@ -256,7 +256,7 @@ test-dist: dist
 # option tables (docs/option-tables.md).
 .PHONY: man
 man:
-	for d in launch replay diskemu; do $(MAKE) -C $$d man || exit 1; done
+	for d in launch replay diskemu tracer; do $(MAKE) -C $$d man || exit 1; done
 
 clean:
 	for d in $(SUBDIRS); do $(MAKE) -C $$d clean; done

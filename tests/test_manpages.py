@@ -116,7 +116,8 @@ def man_entries(page):
         for text in lines[i + 2:]:
             if text.split(" ")[0] in (".TP", ".IP", ".PP", ".P", ".LP", ".SS"):
                 break
-            body.append(roff_words(text))
+            if not text.startswith('.\\"'):   # a comment: no words on the page
+                body.append(roff_words(text))
         if items:
             entries[tuple(items)] = " ".join(body)
     return entries
@@ -205,20 +206,30 @@ def test_the_target_options_read_the_same_in_every_page(option):
     assert first.startswith(next(iter(helps.values()))), first
 
 
-# The tools whose options come from one table (docs/option-tables.md).
-TABLED = [("launch", "launch/launch", "launch/launch.1"),
-          ("replay", "replay/replay", "replay/replay.1"),
-          ("diskemu", "diskemu/diskemu", "diskemu/diskemu.8")]
+# The tools whose options come from tables (docs/option-tables.md): the
+# directory, the tool, its page, the tables its page is made of (those of
+# its argp table and children, as the directory's `make man` gives them),
+# and the rows of those tables the tool does not take.
+TABLED = [("launch", "launch/launch", "launch/launch.1", ["options.tsv"], ()),
+          ("replay", "replay/replay", "replay/replay.1", ["options.tsv"], ()),
+          ("diskemu", "diskemu/diskemu", "diskemu/diskemu.8", ["options.tsv"], ()),
+          ("tracer", "tracer/trace", "tracer/trace.8",
+           ["trace_options.tsv", "target_options.tsv"], ()),
+          ("tracer", "tracer/cachestat", "tracer/cachestat.8",
+           ["cachestat_options.tsv", "cache_options.tsv", "target_options.tsv"], ("pid",)),
+          ("tracer", "tracer/cachetop", "tracer/cachetop.8",
+           ["cachetop_options.tsv", "cache_options.tsv", "target_options.tsv"], ())]
+TABLED_IDS = [os.path.basename(tool) for _, tool, _, _, _ in TABLED]
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("directory,tool,page", TABLED, ids=[d for d, _, _ in TABLED])
-def test_the_options_section_is_what_the_table_makes(directory, tool, page):
+@pytest.mark.parametrize("directory,tool,page,tables,left_out", TABLED, ids=TABLED_IDS)
+def test_the_options_section_is_what_the_table_makes(directory, tool, page, tables, left_out):
     """The committed page equals packaging/option-table.awk's rewrite of
-    it (`make -C DIR man`): a hand edit between the markers, or a table
-    changed without `make man`, fails here."""
+    it from its tables (`make -C DIR man`): a hand edit between the
+    markers, or a table changed without `make man`, fails here."""
     made = subprocess.run(["awk", "-v", "out=page", "-f", "../packaging/option-table.awk",
-                           "options.tsv", os.path.basename(page)], cwd=os.path.join(REPO, directory),
+                           *tables, os.path.basename(page)], cwd=os.path.join(REPO, directory),
                           capture_output=True, text=True, timeout=30)
     assert made.returncode == 0, made.stderr
     with open(os.path.join(REPO, page)) as f:
@@ -226,34 +237,36 @@ def test_the_options_section_is_what_the_table_makes(directory, tool, page):
     assert made.stdout == committed, f"{page} is stale: make -C {directory} man"
 
 
-def table_rows(directory):
+def table_rows(directory, tables):
     """[(name, short key or None, argument or None, flags)] of the options
-    of DIRECTORY/options.tsv, read here apart from the generator."""
+    of the tables in DIRECTORY, read here apart from the generator."""
     rows = []
-    with open(os.path.join(REPO, directory, "options.tsv")) as f:
-        for line in f:
-            cols = line.rstrip("\n").split("\t")
-            if line.startswith(("#", "\t")) or not line.strip() or cols[0] == "-":
-                continue
-            rows.append((cols[0], None if cols[1] == "-" else cols[1],
-                         None if cols[2] == "-" else cols[2], cols[3]))
+    for table in tables:
+        with open(os.path.join(REPO, directory, table)) as f:
+            for line in f:
+                cols = line.rstrip("\n").split("\t")
+                if line.startswith(("#", "\t")) or not line.strip() or cols[0] == "-":
+                    continue
+                rows.append((cols[0], None if cols[1] == "-" else cols[1],
+                             None if cols[2] == "-" else cols[2], cols[3]))
     return rows
 
 
 @pytest.mark.unit
-@pytest.mark.parametrize("directory,tool,page", TABLED, ids=[d for d, _, _ in TABLED])
-def test_every_table_row_is_in_help(directory, tool, page):
+@pytest.mark.parametrize("directory,tool,page,tables,left_out", TABLED, ids=TABLED_IDS)
+def test_every_table_row_is_in_help(directory, tool, page, tables, left_out):
     """Each row's --name (and -key) is in --help with the row's argument;
-    an alias is listed beside its option; a hidden row is not listed."""
+    an alias is listed beside its option; a hidden row is not listed, nor
+    a row the tool does not take (cachestat's -p)."""
     helped = help_entries(tool)
     by_name = {n: (names, arg) for names, arg in helped.items() for n in names}
-    rows = table_rows(directory)
+    rows = table_rows(directory, tables)
     assert len(rows) >= 5, rows
     wrong = []
     for name, key, argument, flags in rows:
         listed = by_name.get("--" + name)
-        if "hidden" in flags:
-            wrong += [f"--{name}: hidden, but in --help"] if listed else []
+        if "hidden" in flags or name in left_out:
+            wrong += [f"--{name}: hidden or left out, but in --help"] if listed else []
         elif listed is None:
             wrong.append(f"--{name}: not in --help")
         elif key and "-" + key not in listed[0]:
@@ -261,3 +274,17 @@ def test_every_table_row_is_in_help(directory, tool, page):
         elif "alias" not in flags and listed[1] != argument:
             wrong.append(f"--{name}: argument {listed[1]}, the table says {argument}")
     assert wrong == [], tool
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("directory", sorted({d for d, _, _, _, _ in TABLED}))
+def test_make_man_makes_each_page_of_the_tables_tested_here(directory):
+    """`make -C DIR man` rewrites each page from the tables TABLED gives
+    it, so the tests above check the pages as the build makes them."""
+    commands = subprocess.run(["make", "-s", "-n", "-C", os.path.join(REPO, directory), "man"],
+                              capture_output=True, text=True, timeout=60, check=True).stdout
+    made = {}
+    for m in re.finditer(r"option-table\.awk ((?:\S+\.tsv )+)(\S+) >", commands):
+        made[m.group(2)] = m.group(1).split()
+    assert made == {os.path.basename(page): tables
+                    for d, _, page, tables, _ in TABLED if d == directory}

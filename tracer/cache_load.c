@@ -267,13 +267,8 @@ static void interval_argument(struct argp_state *state, struct interval_args *ar
 		exit(2);	/* said by the parser */
 }
 
-static const struct argp_option cache_options[] = {
-	{ "json", 'j', NULL, 0, "JSON: one object a line, per interval (cachetop -c: one, when "
-	  "CMD exits)", 0 },
-	{ "verbose", 'v', NULL, 0, "Show libbpf's messages (cachetop -c: and the BPF cost of "
-	  "each program)", 0 },
-	{},
-};
+/* cache_options: cache_options.tsv's (docs/option-tables.md). */
+#include "cache_options_table.h"
 
 static error_t parse_cache_args(int key, char *arg, struct argp_state *state)
 {

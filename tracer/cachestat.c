@@ -55,17 +55,8 @@ static const char doc[] =
 "\n"
 "OPTIONS:";
 
-enum { OPT_OPENMETRICS = 0x100, OPT_BUDGET };
-
-static const struct argp_option argp_options[] = {
-	{ "openmetrics", OPT_OPENMETRICS, "ADDR:PORT", 0, "Also serve the totals since the start "
-	  "(hits, misses, dirties, hit ratio, lost events), and the same per cgroup, as "
-	  "OpenMetrics text over HTTP on ADDR:PORT (:PORT: 127.0.0.1), until stopped", 0 },
-	{ "budget", OPT_BUDGET, NULL, 0, "Count nothing: load cachestat's and cachetop's programs "
-	  "with each attach mode and print their verified instructions and stack; exit 1 above "
-	  "500000 or 448 bytes", 0 },
-	{},
-};
+/* argp_options and enum option_key: cachestat_options.tsv's (docs/option-tables.md). */
+#include "cachestat_options_table.h"
 
 static error_t parse_opt(int key, char *arg, struct argp_state *state)
 {

@@ -77,18 +77,8 @@ static const char doc[] =
 "\n"
 "OPTIONS:";
 
-enum { OPT_FILES = 0x100, OPT_DROP_CACHES, OPT_BY };
-
-static const struct argp_option argp_options[] = {
-	{ "command", 'c', "CMD", 0, "Run CMD with /bin/sh -c; report it and its descendants when it exits", 0 },
-	{ "files", OPT_FILES, NULL, 0, "Rows per file instead of per process (--by file)", 0 },
-	{ "by", OPT_BY, "WHAT", 0, "Rows per process (default), file or cgroup: one row per "
-	  "cgroup2 cgroup, named by its container's name where docker or podman knows it, "
-	  "else by its path", 0 },
-	{ "drop-caches", OPT_DROP_CACHES, NULL, 0, "With -c: sync and drop the page cache before "
-	  "starting CMD (a cold start)", 0 },
-	{},
-};
+/* argp_options and enum option_key: cachetop_options.tsv's (docs/option-tables.md). */
+#include "cachetop_options_table.h"
 
 static const struct option_word by_words[] = {
 	{ "process", BY_PROCESS }, { "file", BY_FILE }, { "cgroup", BY_CGROUP }, {},

@@ -10,26 +10,11 @@
 #include "option.h"
 #include "target_options.h"
 
-enum { OPT_CGROUP = 0x200, OPT_CONTAINER };
-
-#define CGROUP_AND_CONTAINER \
-	{ "cgroup", OPT_CGROUP, "PATH", 0, "Only tasks in the cgroup PATH or below it, also " \
-	  "those that join later (PATH: its directory, cgroup2 or a v1 controller's, or its " \
-	  "path in the cgroup2 hierarchy as /proc/PID/cgroup says it)", 0 }, \
-	{ "container", OPT_CONTAINER, "NAME", 0, "Only the container NAME (or ID) that docker " \
-	  "or podman knows: its cgroup, as with --cgroup", 0 }
-
-static const struct argp_option with_pid[] = {
-	{ "pid", 'p', "PID", 0, "Only the running process PID (all its threads) and its "
-	  "children", 0 },
-	CGROUP_AND_CONTAINER,
-	{},
-};
-
-static const struct argp_option without_pid[] = {
-	CGROUP_AND_CONTAINER,
-	{},
-};
+/* target_options and enum target_key (from 0x200, above the tools' own keys:
+ * argp's children share one key space): target_options.tsv's
+ * (docs/option-tables.md). Its first row is -p; cachestat, which has no -p,
+ * takes the rows after it. */
+#include "target_options_table.h"
 
 static error_t parse_target(int key, char *arg, struct argp_state *state)
 {
@@ -44,9 +29,9 @@ static error_t parse_target(int key, char *arg, struct argp_state *state)
 	return 0;
 }
 
-const struct argp target_argp = { with_pid, parse_target, NULL, NULL, NULL, NULL, NULL };
-const struct argp target_argp_no_pid = { without_pid, parse_target, NULL, NULL, NULL, NULL,
-					 NULL };
+const struct argp target_argp = { target_options, parse_target, NULL, NULL, NULL, NULL, NULL };
+const struct argp target_argp_no_pid = { target_options + 1, parse_target, NULL, NULL, NULL,
+					 NULL, NULL };
 
 int target_count(const struct target *t)
 {

@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /*
- * trace's options: argp's table, USAGE and EXAMPLES, parsing, and the checks
- * that need every option. Owns `opts`.
+ * trace's options: USAGE and EXAMPLES, parsing (argp's table is made of
+ * trace_options.tsv and target_options.tsv), and the checks that need every
+ * option. Owns `opts`.
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -56,61 +57,8 @@ static const char doc[] =
 "\n"
 "OPTIONS:";
 
-enum {
-	OPT_NO_CHILDREN = 0x100,
-	OPT_ALLOW_LOST,
-	OPT_RINGBUF,
-	OPT_ATTACH,
-	OPT_BTF,
-	OPT_NO_BPF_LOOP,
-	OPT_USED,
-	OPT_PAGE_STATES,
-	OPT_USER,
-	OPT_NAMES_KEPT,
-	OPT_DROP_CACHES,
-	OPT_WAIT,
-	OPT_PATHS,
-	OPT_BUDGET,
-	OPT_NO_COST,
-};
-
-static const struct argp_option argp_options[] = {
-	{ "command", 'c', "CMD", 0, "Run CMD with /bin/sh -c and trace it and its descendants", 0 },
-	{ "wait", OPT_WAIT, NULL, 0, "--container: wait for it to be started (name it before "
-	  "starting it, and its whole start is traced)", 0 },
-	{ "paths", OPT_PATHS, "WHOSE", 0, "host (default): paths as trace sees them; container: "
-	  "as the container sees them (its image's paths, not the layer directories)", 0 },
-	{ "all", 'a', NULL, 0, "Trace every process on the system", 0 },
-	{ "no-children", OPT_NO_CHILDREN, NULL, 0, "Do not follow child processes (threads are still followed)", 0 },
-	{ "output", 'o', "FILE", 0, "Write the trace to FILE instead of stdout", 0 },
-	{ "extra", 'x', NULL, 0, "Add the columns pid tid comm cause dev ino", 0 },
-	{ "used", OPT_USED, NULL, 0, "Also record the first access of every page and the pages "
-	  "fault-around mapped (format version 2: kinds read, access, map)", 0 },
-	{ "drop-caches", OPT_DROP_CACHES, NULL, 0, "Before starting CMD: sync and drop the page "
-	  "cache, so that the trace is of a cold start (needs root)", 0 },
-	{ "user", OPT_USER, "USER", 0, "Run CMD as USER (default under sudo: the invoking user)", 0 },
-	{ "duration", 'd', "SECONDS", 0, "Stop after SECONDS (needed with -a unless -c is given)", 0 },
-	{ "allow-lost", OPT_ALLOW_LOST, NULL, 0, "Exit 0 even if events were lost (they are still reported)", 0 },
-	{ "ringbuf-size", OPT_RINGBUF, "BYTES", 0, "Ring buffer size, power of two, K/M suffix (default 16M)", 0 },
-	{ "attach", OPT_ATTACH, "MODE", 0, "auto (default), tp_btf or raw_tp", 0 },
-	{ "btf", OPT_BTF, "FILE", 0, "Kernel BTF to use instead of /sys/kernel/btf/vmlinux "
-	  "(for kernels built without it, e.g. from BTFHub)", 0 },
-	{ "page-states", OPT_PAGE_STATES, "N", 0, "--used: remember the state of N chunks of 64 "
-	  "pages (default 262144, 64 GiB of file data); more are counted as lost", 0 },
-	{ "budget", OPT_BUDGET, NULL, 0, "Trace nothing: load each program as every configuration "
-	  "and attach mode would, and print its verified instructions and stack; exit 1 above "
-	  "500000 or 448 bytes", 0 },
-	{ "no-cost", OPT_NO_COST, NULL, 0, "Leave the kernel's BPF run-time statistics as they are "
-	  "(by default on for the run, for the BPF cost line; they add a little to every BPF "
-	  "program's run)", 0 },
-	{ "no-bpf-loop", OPT_NO_BPF_LOOP, NULL, OPTION_HIDDEN,
-	  "Walk bios as on kernels without bpf_loop (for tests)", 0 },
-	{ "names-kept", OPT_NAMES_KEPT, "N", OPTION_HIDDEN,
-	  "Forget file names not used lately past N (default 65536; for tests)", 0 },
-	{ "quiet", 'q', NULL, 0, "No summary on stderr", 0 },
-	{ "verbose", 'v', NULL, 0, "Show libbpf's messages and the verifier's log, the load time by phase, each program's verification time and BPF cost", 0 },
-	{},
-};
+/* argp_options and enum option_key: trace_options.tsv's (docs/option-tables.md). */
+#include "trace_options_table.h"
 
 static const struct option_word paths_words[] = {
 	{ "host", false }, { "container", true }, {},
@@ -158,7 +106,7 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		if (*end || opts.duration <= 0)
 			argp_error(state, "invalid duration: %s", arg);
 		break;
-	case OPT_RINGBUF:
+	case OPT_RINGBUF_SIZE:
 		if (parse_size(arg, &size) || (opts.ringbuf_bytes = size) != size ||
 		    opts.ringbuf_bytes < 4096 || opts.ringbuf_bytes > (1UL << 30) ||
 		    (opts.ringbuf_bytes & (opts.ringbuf_bytes - 1)))
