@@ -10,6 +10,9 @@ recorded there, then per iteration, in a new random order each time:
   launched    cold, then `pagetrace-launch PACK -- CMD` (--mode auto)
   launched-bSIZE-gG[-wW]  (LAUNCH_DISK_EXTRA) the same with --batch
               SIZE --batch-gap G [--window W]
+  launched-preloads  (LAUNCH_DISK_EXTRA) the same with the pack compiled
+              from the same runs with `pack --preloads` (the program's own
+              readahead(2)/WILLNEED pages too, used or not)
   whole-file  cold, then the trace's files read whole, front to back, by a
               second process started beside CMD (what vmtouch -t,
               ureadahead and systemd-readahead do); timed until CMD ends
@@ -36,6 +39,7 @@ USAGE (root; bench_launch.py calls it)
   launch_disk.py inside DEVICE WORK N [--container NAME ROOT_TAR] -- CMD...
   launch_disk.py markdown RUNS.csv      # the states as a markdown table
 """
+import glob
 import json
 import os
 import random
@@ -289,6 +293,15 @@ class Session:
             facts["pack_ra0_s"] = round(elapsed, 3)
             facts["pack_ra0_runs_s"] = [float(s) for _, s in RUN_RECORDED.findall(err)]
             facts["pack_ra0_line"] = (err.splitlines() or [""])[-1]
+        if "launched-preloads" in self.states:
+            runs = sorted(glob.glob(os.path.join(self.work, "pack-runs", "*.log")))
+            _, status, err = pagetrace_pack(
+                [*(a for r in runs for a in ("--from", r)), "--preloads",
+                 "-o", self.pack_path + ".preloads"], self.env)
+            if status:
+                sys.exit("launch_disk: pagetrace pack --preloads: "
+                         + (err.splitlines() or ["no message"])[-1])
+            facts["pack_preloads_line"] = err.splitlines()[-1]
         pack = packfile.read(self.pack_path)
         if "launched-stale" in self.states:
             # Every file replaced, as after an upgrade: one line, no prefetch.
@@ -326,9 +339,10 @@ class Session:
         self.prepare(state)
         read_s = None
         batched = BATCHED.match(state)
-        if state in ("launched", "launched-ra0", "launched-stale") or batched:
-            pack = self.pack_path + {"launched-ra0": ".ra0", "launched-stale": ".stale"}.get(
-                state, "")
+        if state in ("launched", "launched-ra0", "launched-stale", "launched-preloads") \
+                or batched:
+            pack = self.pack_path + {"launched-ra0": ".ra0", "launched-stale": ".stale",
+                                     "launched-preloads": ".preloads"}.get(state, "")
             options = ["--batch", batched[1], "--batch-gap", batched[2]] if batched else []
             options += ["--window", batched[3]] if batched and batched[3] else []
             elapsed, status, last = self.start([LAUNCHER, "-q", *options, pack, "--",
