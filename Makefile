@@ -79,7 +79,8 @@ test-stap: all
 	$(PYTHON) tests/kernels/fetch $(STAP_KERNELS)
 	PAGETRACE_STAP_KERNELS="$(STAP_KERNELS)" $(PYTHON) -m pytest -ra tests/kernels/test_stap.py
 
-# The arm64 quick check (CI, after the matrix; docs/kernels.md, "arm64"):
+# The arm64 quick check, by hand (test-all runs the arm64 rows in full;
+# docs/kernels.md, "arm64"):
 # Debian's arm64 6.12 under qemu-system-aarch64, the static arm64 tools
 # loaded, one cold trace (tp_btf and raw_tp) against mincore, and
 # ARM64_QUICK_SEEDS's random scripts (COUNT on ext4, COUNT on xfs),
