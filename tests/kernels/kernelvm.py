@@ -305,7 +305,7 @@ def boot(k, command, scratch, timeout=900, memory="2G", cpus=2, append=(),
     if lockup:
         return Result(125, read(".guest-stdout"),
                       read(".guest-stderr") + f"kernels: {k.name}: the guest's kernel "
-                      f"locked up ({lockup}); stopped then; its console's last "
+                      f"failed ({lockup}); stopped then; its console's last "
                       f"lines:\n{tail}\n", log, lockup=lockup)
     if not rc.isdigit():
         return Result(125, read(".guest-stdout"),
@@ -317,14 +317,30 @@ def boot(k, command, scratch, timeout=900, memory="2G", cpus=2, append=(),
 
 # A CPU the guest's kernel reports stuck this long does not come back in
 # the guest's timeout (under TCG: seen in a loop at a function's patched
-# entry while BPF trampolines attached and detached).
+# entry while BPF trampolines attached and detached). A kernel oops leaves
+# the guest's checks waiting (seen on 6.1 under TCG: a call to address 0
+# from do_fault() while kprobes attached and detached).
 LOCKUP_S = 120
 _LOCKUP = re.compile(r"soft lockup - (CPU#\d+ stuck for (\d+)s!.*)")
+_BUG = re.compile(r"\] (BUG: .*)")
+_OOPS = re.compile(r"\] Oops: ")
+
+
+def _rip(lines):
+    """Where an oops or lockup report's first lines say the CPU was, and
+    for a jump to nowhere (RIP 0x0) the first frame of its call trace."""
+    rip = next((l.split("RIP: 0010:")[1].strip() for l in lines if "RIP: 0010:" in l), "?")
+    if rip == "0x0" and any("Call Trace:" in l for l in lines):
+        trace = lines[next(i for i, l in enumerate(lines) if "Call Trace:" in l) + 1:]
+        frame = next((l.split("]", 1)[1].strip() for l in trace
+                      if "]" in l and "+0x" in l and " ? " not in l), None)
+        rip += f" called from {frame}" if frame else ""
+    return rip
 
 
 def _lockup(console):
     """The console's last soft-lockup report of LOCKUP_S seconds or more,
-    with the instruction it was stuck at, or None."""
+    or its first oops, with the instruction it was at; or None."""
     try:
         lines = open(console, errors="replace").read().splitlines()
     except OSError:
@@ -332,9 +348,12 @@ def _lockup(console):
     for i in range(len(lines) - 1, -1, -1):
         m = _LOCKUP.search(lines[i])
         if m and int(m.group(2)) >= LOCKUP_S:
-            rip = next((l.split("RIP: 0010:")[1].strip() for l in lines[i:i + 40]
-                        if "RIP: 0010:" in l), "?")
-            return f"{m.group(1)} at {rip}"
+            return f"{m.group(1)} at {_rip(lines[i:i + 40])}"
+    for i, line in enumerate(lines):
+        if _OOPS.search(line):
+            bug = next((_BUG.search(l).group(1) for l in lines[max(0, i - 5):i]
+                        if _BUG.search(l)), "an oops")
+            return f"Oops, {bug}, at {_rip(lines[i:i + 40])}"
     return None
 
 

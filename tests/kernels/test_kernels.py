@@ -163,7 +163,7 @@ def run_guest(name):
         lockups = []
         for attempt in (1, 2):
             # A boot that hangs (TCG, now and then) is tried once more; so is
-            # a guest whose kernel locked up, and the lockup is kept in its
+            # a guest whose kernel locked up or oopsed, and that is kept in its
             # results (docs/kernels.md shows it).
             if os.path.exists(out):
                 os.unlink(out)
@@ -172,7 +172,7 @@ def run_guest(name):
                                    memory=GUEST_MEMORY, started=out)
             if result.lockup and attempt == 1:
                 lockups.append(result.lockup)
-                print(f"kernels: {name}: the guest's kernel locked up ({result.lockup});"
+                print(f"kernels: {name}: the guest's kernel failed ({result.lockup});"
                       " booting it once more", file=sys.stderr)
                 continue
             if result.booted:
@@ -792,6 +792,33 @@ def test_a_guest_kernel_lockup_is_read_from_its_console(tmp_path):
     assert kernelvm._lockup(str(tmp_path / "none")) is None
 
 
+def test_a_guest_kernel_oops_is_read_from_its_console(tmp_path):
+    """kernelvm._lockup on a console of 6.1 under TCG (2026-11-29, CI):
+    the first oops, its BUG line, and for a call to address 0 the frame
+    it was called from; a WARNING is no oops."""
+    lines = ["[    1.0] Linux version 6.1.0",
+             "[ 1179.7] WARNING: CPU: 0 PID: 9 at mm/filemap.c:1 f+0x1/0x2",
+             "[ 1179.7] BUG: kernel NULL pointer dereference, address: 0000000000000000",
+             "[ 1179.7] #PF: supervisor instruction fetch in kernel mode",
+             "[ 1179.7] Oops: 0010 [#1] PREEMPT SMP NOPTI",
+             "[ 1179.7] CPU: 0 PID: 1018 Comm: cat Not tainted 6.1.0-50-amd64 #1",
+             "[ 1179.7] RIP: 0010:0x0",
+             "[ 1179.7] Call Trace:",
+             "[ 1179.7]  <TASK>",
+             "[ 1179.7]  do_fault+0x1a7/0x410",
+             "[ 1179.7]  __handle_mm_fault+0x660/0xfa0",
+             "[ 1179.7]  ? bpf_prog_4514fd6e11b5a167_btf_syscall_exit+0x112/0x3f4",
+             "[ 1179.7] Oops: 0010 [#2] PREEMPT SMP NOPTI",
+             "[ 1179.7] RIP: 0010:later+0x1/0x2"]
+    path = tmp_path / "console"
+    path.write_text("\n".join(lines[:2]) + "\n")
+    assert kernelvm._lockup(str(path)) is None
+    path.write_text("\n".join(lines) + "\n")
+    assert kernelvm._lockup(str(path)) == (
+        "Oops, BUG: kernel NULL pointer dereference, address: 0000000000000000, "
+        "at 0x0 called from do_fault+0x1a7/0x410")
+
+
 def test_attach_ways_judge_refuses_half_a_design():
     """judge_attach_ways on made-up -v lines: the filemap points one way in
     both tools passes; half kprobes and half fentry, or the knob ignored
@@ -1113,7 +1140,7 @@ def render(outcomes, results):
                          "(boot included).")
             lines.append("")
         for lockup in results.get(name, {}).get("lockups", []):
-            lines.append(f"A first boot's kernel locked up ({lockup}); these results are "
+            lines.append(f"A first boot's kernel failed ({lockup}); these results are "
                          "the second boot's.")
             lines.append("")
         if "boot_error" in results.get(name, {}):
