@@ -107,5 +107,6 @@ def test_batch_goes_to_the_planner_unharmed(fixture_pack, tmp_path):
                            pack, "--", "sh", "-c", "exit 5"],
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 5, done.stderr
-    assert "launch: warning: --batch: the sorted prefetch does not batch" in done.stderr
+    assert "launch: warning: --batch: the planner's sorted prefetch does not batch" \
+        in done.stderr
     assert len([line for line in done.stderr.splitlines() if "--batch" in line]) == 1

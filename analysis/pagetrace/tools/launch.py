@@ -379,8 +379,8 @@ def prepare(args, command, started):
         keep = _verify_content(pack, keep, skipped)
     report.update(mode=mode, skipped=skipped, prefetched_files=len(keep))
     if keep and mode != "none" and args.batch and size_bytes(args.batch):
-        say(f"warning: --batch: the {mode} prefetch does not batch (only the C "
-            "launcher's concurrent one does): ignored")
+        say(f"warning: --batch: the planner's {mode} prefetch does not batch (only "
+            "the C launcher's does): ignored")
     # Beside the start: the content check is the prefetching child's, which
     # says what it skipped with the rest, so that CMD does not wait for it.
     if skipped and not (keep and beside and verify):
