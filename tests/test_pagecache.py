@@ -361,3 +361,25 @@ def test_help_has_examples():
     done = run_pagecache("--help")
     assert done.returncode == 0
     assert "examples:" in done.stdout and "pagecache evict --trace" in done.stdout
+
+
+def test_the_tests_evict_fails_on_a_page_that_stays(workdir):
+    """tests/pagecache_util.evict, which every eviction in the tests goes
+    through, asks again for a page held a moment, but a page that stays
+    (here mapped and touched by this process) fails it, after EVICT_TRIES
+    asks; a file nobody holds is left with no page cached."""
+    import mmap
+    import pagecache_util
+    held, free = os.path.join(workdir, "held"), os.path.join(workdir, "free")
+    make_file(held, 16 * PAGE)
+    make_file(free, 16 * PAGE)
+    with open(free, "rb") as f:
+        f.read()
+    pagecache_util.evict(free)
+    assert resident_pages(free) == set()
+    with open(held, "rb") as f, mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ) as m:
+        m[5 * PAGE]
+        with pytest.raises(AssertionError,
+                           match=f"DONTNEED {pagecache_util.EVICT_TRIES} times"):
+            pagecache_util.evict(held)
+        assert 5 in resident_pages(held)
