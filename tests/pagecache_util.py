@@ -117,25 +117,21 @@ def cached_since_eviction(path):
 EVICT_TRIES = 5
 
 
-def _dontneed(path):
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-
-
 def evict(*paths):
     """Drop @paths from the page cache and check that nothing stayed."""
     for path in paths:
-        for attempt in range(EVICT_TRIES):
-            if attempt:
-                time.sleep(0.1)
-            _dontneed(path)
-            left = resident_pages(path)
-            if not left:
-                break
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            for attempt in range(EVICT_TRIES):
+                if attempt:
+                    time.sleep(0.1)
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+                left = resident_pages(path)
+                if not left:
+                    break
+        finally:
+            os.close(fd)
         assert not left, (f"{path}: {len(left)} pages stayed cached after"
                           f" DONTNEED {EVICT_TRIES} times")
         # DONTNEED also clears shadow entries, so a later reclaim is the test's

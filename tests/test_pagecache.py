@@ -6,6 +6,7 @@ directory under /var/tmp (a block-device filesystem: tmpfs pages cannot be
 evicted) and is removed afterwards.
 """
 import json
+import mmap
 import os
 import shutil
 import subprocess
@@ -15,6 +16,7 @@ import tempfile
 import pytest
 
 from conftest import REPO, require_root
+import pagecache_util
 from pagecache_util import PAGE, cached_since_eviction, resident_pages
 
 PAGECACHE = os.path.join(REPO, "scripts", "pagecache")
@@ -368,8 +370,6 @@ def test_the_tests_evict_fails_on_a_page_that_stays(workdir):
     through, asks again for a page held a moment, but a page that stays
     (here mapped and touched by this process) fails it, after EVICT_TRIES
     asks; a file nobody holds is left with no page cached."""
-    import mmap
-    import pagecache_util
     held, free = os.path.join(workdir, "held"), os.path.join(workdir, "free")
     make_file(held, 16 * PAGE)
     make_file(free, 16 * PAGE)
