@@ -242,6 +242,41 @@ static __always_inline void map_folio_chunk_from_ptes(struct inode *inode,
 #define FOLIO_CHUNKS	8
 
 /*
+ * The VMA of the silent fault at @lookup->address (@served: filemap_fault()
+ * served it): from the maple tree first, with no lock (vma_after_fault();
+ * bpf_find_vma() at a fault costs an irq_work a call, 2.4 us a fault:
+ * docs/lab/trace-load-and-cost.md, "Silent faults without
+ * bpf_find_vma()"), else under the mmap lock. False: none found.
+ */
+static __always_inline bool silent_fault_vma(struct thread_access *ta, struct vma_lookup *lookup,
+					     __u64 served)
+{
+	__u64 address = lookup->address;
+	long err;
+
+	if (vma_after_fault(lookup))
+		return true;
+	/*
+	 * At a page_fault_* tracepoint interrupts are off, and there
+	 * bpf_find_vma() unlocks the mmap lock through a per-CPU irq_work
+	 * ("bpf: Introduce helper bpf_find_vma", Song Liu, v5.17): a second
+	 * call before that work ran (another tool's program on the same
+	 * tracepoint: cachestat beside cachetop) gets -EBUSY. The fault is
+	 * then resolved at the thread's next system call, where interrupts
+	 * are on. DEFERRED_SILENT are kept: PMD-mapped faults follow each
+	 * other with no system call between them. One more is not counted
+	 * lost: most such faults are anonymous, and with cachestat beside
+	 * cachetop every lookup at a fault finds the irq_work busy
+	 * (docs/lab/fault-path-cases.md, "7.3: bpf_find_vma() busy at page_fault_*").
+	 */
+	*lookup = (struct vma_lookup){ .address = address };
+	err = bpf_find_vma(current_task(), address, vma_file_page, lookup, 0);
+	if (err == -16 /* -EBUSY */ && !defer_silent(ta, address | served) && served)
+		on_fault_lost();
+	return !err;
+}
+
+/*
  * The silent fault at @address, once it has ended: its page, if a file's
  * and one fault-around maps, is its access, and the rest of its folio,
  * which a PMD mapped with it, is read from the page tables. A global
@@ -260,31 +295,14 @@ __noinline int resolve_silent(__u64 address)
 	__u64 first, last, nr, bit;
 	struct inode *inode;
 	unsigned long folio;
-	long err;
 
 	if (!ta || (address >= ta->anon_start && address < ta->anon_end &&
 		    ta->anon_mapping_calls == mapping_calls))
 		return 0;
-	/*
-	 * At a page_fault_* tracepoint interrupts are off, and there
-	 * bpf_find_vma() unlocks the mmap lock through a per-CPU irq_work
-	 * ("bpf: Introduce helper bpf_find_vma", Song Liu, v5.17): a second
-	 * call before that work ran (another tool's program on the same
-	 * tracepoint: cachestat beside cachetop) gets -EBUSY. The fault is
-	 * then resolved at the thread's next system call, where interrupts
-	 * are on. DEFERRED_SILENT are kept: PMD-mapped faults follow each
-	 * other with no system call between them. One more is not counted
-	 * lost: most such faults are anonymous, and with cachestat beside
-	 * cachetop every lookup at a fault finds the irq_work busy
-	 * (docs/lab/fault-path-cases.md, "7.3: bpf_find_vma() busy at page_fault_*").
-	 */
 	address &= -(1ULL << page_shift);
 	lookup.address = address;
 	ta->lookup_mapping_calls = mapping_calls;	/* before: one may start during the lookup */
-	err = bpf_find_vma(current_task(), address, vma_file_page, &lookup, 0);
-	if (err == -16 /* -EBUSY */ && !defer_silent(ta, address | served) && served)
-		on_fault_lost();
-	if (err)
+	if (!silent_fault_vma(ta, &lookup, served))
 		return 0;
 	if (!lookup.mapping) {
 		ta->anon_start = lookup.start;

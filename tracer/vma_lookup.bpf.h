@@ -17,12 +17,12 @@
  * walkers do (MAPLE_WALK_TRIES walks, then no answer). An answer is a VMA
  * of the current address space that holds the address (checked after the
  * walk).
- * Asked only during the fault at that address: the faulting VMA is then
+ * Asked during the fault at that address: the faulting VMA is then
  * locked (its per-VMA lock or the mmap lock), neither moved nor unmapped
  * nor resized, so its fields are read whole. (A remote fault, GUP on
  * another address space, finds at most a VMA of the current one, which
  * the caller's check of its file and page turns down, as it turns down
- * bpf_find_vma()'s.)
+ * bpf_find_vma()'s.) Asked after a fault, by vma_after_fault().
  */
 #ifndef PAGETRACE_VMA_LOOKUP_BPF_H
 #define PAGETRACE_VMA_LOOKUP_BPF_H
@@ -184,6 +184,28 @@ static __always_inline bool vma_from_maple_tree(struct vma_lookup *lookup)
 		return true;
 	lookup->mapping = lookup->start = lookup->end = 0;
 	return false;
+}
+
+/*
+ * @lookup's VMA after its fault has ended (a silent fault, resolved at the
+ * thread's next fault or system call), when its VMA is no longer locked:
+ * another thread may be changing it. An anonymous VMA is taken at once
+ * (vm_file is set before a VMA is inserted and never changes); a file's
+ * only if a second walk finds the same VMA with the same range, pgoff and
+ * file, so that a range read while a split or merge rewrote it is not
+ * taken. False: no answer (then bpf_find_vma(), under the mmap lock).
+ */
+static __always_inline bool vma_after_fault(struct vma_lookup *lookup)
+{
+	struct vma_lookup again = { .address = lookup->address };
+
+	if (!vma_from_maple_tree(lookup))
+		return false;
+	if (!lookup->mapping)
+		return true;
+	return vma_from_maple_tree(&again) && again.start == lookup->start &&
+	       again.end == lookup->end && again.pgoff == lookup->pgoff &&
+	       again.mapping == lookup->mapping;
 }
 
 #endif /* PAGETRACE_VMA_LOOKUP_BPF_H */
