@@ -191,7 +191,7 @@ static __always_inline bool vma_from_maple_tree(struct vma_lookup *lookup)
  * thread's next fault or system call), when its VMA is no longer locked:
  * another thread may be changing it. An anonymous VMA is taken at once
  * (vm_file is set before a VMA is inserted and never changes); a file's
- * only if a second walk finds the same VMA with the same range, pgoff and
+ * only if a second walk finds a VMA with the same range, pgoff and
  * file, so that a range read while a split or merge rewrote it is not
  * taken. False: no answer (then bpf_find_vma(), under the mmap lock).
  */
