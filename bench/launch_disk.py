@@ -253,7 +253,7 @@ class Session:
         facts = {}
         drop_caches()
         cold = os.path.join(self.work, "cold.log")
-        elapsed, status, last = self.traced(["-x", "-q", "-o", cold])
+        elapsed, status, last = self.traced(["-x", "-q"], cold)
         if status:
             sys.exit(f"launch_disk: trace of a cold start: exit status {status}: {last}")
         facts["traced_cold_s"] = round(elapsed, 3)
@@ -273,7 +273,7 @@ class Session:
                                                       if tracefile.is_metadata(r.path)})}
         drop_caches()
         used = os.path.join(self.work, "used-alone.log")
-        elapsed, status, last = self.traced(["--used", "-x", "-q", "-o", used])
+        elapsed, status, last = self.traced(["--used", "-x", "-q"], used)
         facts["traced_used_s"] = round(elapsed, 3)
         target = ["--container", self.container] if self.container else []
         elapsed, status, err = pagetrace_pack(
@@ -294,7 +294,9 @@ class Session:
             facts["pack_ra0_runs_s"] = [float(s) for _, s in RUN_RECORDED.findall(err)]
             facts["pack_ra0_line"] = (err.splitlines() or [""])[-1]
         if "launched-preloads" in self.states:
-            runs = sorted(glob.glob(os.path.join(self.work, "pack-runs", "*.log")))
+            # The runs' traces, not the parts a container's run merged.
+            runs = sorted(p for p in glob.glob(os.path.join(self.work, "pack-runs", "*.log"))
+                          if re.fullmatch(r"run-\d+\.log", os.path.basename(p)))
             _, status, err = pagetrace_pack(
                 [*(a for r in runs for a in ("--from", r)), "--preloads",
                  "-o", self.pack_path + ".preloads"], self.env)
@@ -313,16 +315,22 @@ class Session:
         self.files += extra
         return facts
 
-    def traced(self, options):
-        """One start of the application under trace OPTIONS: (seconds,
-        exit status, last line). A container is traced by its cgroup
-        (trace --container NAME --wait, attached before docker run)."""
+    def traced(self, options, out):
+        """One start of the application under trace OPTIONS, the trace in
+        OUT: (seconds, exit status, last line). A container's start is
+        traced as pack records it: its cgroup (trace --container NAME
+        --wait, attached before docker run), docker run itself and the
+        runtime's daemons, merged into OUT (packruntime.trace_run())."""
         if not self.container:
-            return self.start([TRACER, *options, "--", *self.app])
-        from pagetrace.tools import packrecord
+            return self.start([TRACER, *options, "-o", out, "--", *self.app])
+        from pagetrace.tools import packruntime
         started = time.perf_counter()
-        status = packrecord.trace_target([TRACER, *options, "--container", self.container,
-                                          "--wait"], self.app)
+        try:
+            status = packruntime.trace_run([TRACER, *options],
+                                           ["--container", self.container, "--wait"],
+                                           self.app, out)
+        except packruntime.TargetError as err:
+            return time.perf_counter() - started, 1, str(err)
         return time.perf_counter() - started, status, ""
 
     def prepare(self, state):

@@ -28,7 +28,7 @@ from pagetrace.core import packfile, process, tracefile
 from pagetrace.core.c_tools import find_c_tool
 from pagetrace.core.escape import display_path
 from pagetrace.core.packfile import pack_name, packs_dir
-from pagetrace.tools import throttle
+from pagetrace.tools import packruntime, throttle
 from pagetrace.tools.packdevice import request_us, seeking_disks, seeking_metadata
 from pagetrace.tools.startup_bench.used_pages import (fill_varying, first_accesses,
                                                       forced_readahead)
@@ -211,8 +211,7 @@ def read_ahead_set(kb, files, journal=READ_AHEAD_JOURNAL):
             signal.signal(sig, handler)
 
 
-# trace's exit status when the command succeeded but events were lost.
-TRACE_LOST = 3
+TRACE_LOST = packruntime.TRACE_LOST
 # Times a run whose trace lost events is recorded again before the pack
 # gives up (a lost event is a page the list may miss, said on trace's
 # LOST line; seen on 6.18 recording chromium, 2026-11-27: one run of three
@@ -220,61 +219,13 @@ TRACE_LOST = 3
 LOST_RETRIES = 2
 
 
-# trace's readiness line (stderr): every program is attached.
-TRACE_READY = "Tracing... Hit Ctrl-C to end."
-# Seconds a target's trace may take to attach, and to end after its starter.
-TARGET_ATTACH_S = 120
-TARGET_END_S = 600
-
-
-def _forward(lines):
-    for line in lines:
-        sys.stderr.write(line)
-    sys.stderr.flush()
-
-
-def trace_target(trace_argv, command):
-    """One run of a target (--cgroup PATH, --container NAME --wait): trace
-    attaches first; then `command`, the target's starter (`docker run ...`,
-    `systemctl start ...`), runs untraced. A container's trace ends when
-    the container exits; a cgroup's is stopped once the starter has ended.
-    trace's exit status; its lines on stderr (what it lost) are passed on."""
-    tracer = subprocess.Popen(trace_argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True)
-    try:
-        deadline = time.monotonic() + TARGET_ATTACH_S
-        for line in tracer.stderr:
-            if line.rstrip().endswith(TRACE_READY):
-                break
-            _forward([line])
-            if time.monotonic() > deadline:
-                break
-        if tracer.poll() is not None:
-            _forward(tracer.stderr)
-            return tracer.wait()
-        starter = subprocess.run(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
-        if "--cgroup" in trace_argv:
-            tracer.send_signal(signal.SIGINT)
-        try:
-            _, rest = tracer.communicate(timeout=TARGET_END_S)
-        except subprocess.TimeoutExpired:
-            raise PackRecordError(f"the target was still running {TARGET_END_S} s after "
-                                  f"{display_path(command[0])} ended: a pack records a "
-                                  "start-up, not a service's life (stop it, or use --cgroup)")
-        _forward([rest])
-        if starter.returncode != 0:
-            raise PackRecordError(f"{display_path(command[0])} exited with status "
-                                  f"{starter.returncode}: the target's start failed")
-        return tracer.returncode
-    finally:
-        process.stop(tracer, signal.SIGINT, 30)
-
-
-def record_runs(command, runs, workdir, tracer, quiet=False, target=()):
+def record_runs(command, runs, workdir, tracer, quiet=False, target=(),
+                daemons=packruntime.DEFAULT_DAEMONS):
     """Runs `trace --used -x` on `command` `runs` times, each from a cold
     page cache (sync; drop_caches), and returns the trace paths; with
-    `target` (trace's --cgroup or --container options), trace follows that
-    target while `command` starts it (trace_target()). A run whose trace
+    `target` (trace's --cgroup or --container options), that target, the
+    starter `command` and the runtime's `daemons` are traced, the run's
+    traces merged into one (packruntime.trace_run()). A run whose trace
     lost events (trace's LOST line is on stderr) is recorded again, up to
     LOST_RETRIES times."""
     paths = []
@@ -284,11 +235,11 @@ def record_runs(command, runs, workdir, tracer, quiet=False, target=()):
             os.sync()
             _write_text(DROP_CACHES, "3\n")
             started = time.perf_counter()
-            argv = [tracer, "--used", "-x", "-q", "-o", path]
+            argv = [tracer, "--used", "-x", "-q"]
             if target:
-                returncode = trace_target(argv + list(target), command)
+                returncode = _trace_target(argv, target, command, path, daemons)
             else:
-                returncode = subprocess.run(argv + ["--", *command], stdin=subprocess.DEVNULL,
+                returncode = subprocess.run(argv + ["-o", path, "--", *command], stdin=subprocess.DEVNULL,
                                             stdout=subprocess.DEVNULL).returncode
             if returncode != TRACE_LOST or attempt == LOST_RETRIES:
                 break
@@ -305,6 +256,13 @@ def record_runs(command, runs, workdir, tracer, quiet=False, target=()):
                  f"{time.perf_counter() - started:.2f} s: {path}", quiet)
         paths.append(path)
     return paths
+
+
+def _trace_target(argv, target, command, path, daemons):
+    try:
+        return packruntime.trace_run(argv, list(target), command, path, daemons)
+    except packruntime.TargetError as err:
+        raise PackRecordError(str(err)) from None
 
 
 def recording_refusal():
@@ -346,12 +304,14 @@ def record(args, command):
                      + " (a seek; with 0, every page a start touches would be a "
                      "request of its own)", args.quiet)
     if args.read_ahead_kb == "keep":
-        return record_runs(command, args.runs, workdir, tracer, args.quiet, target)
+        return record_runs(command, args.runs, workdir, tracer, args.quiet, target,
+                           args.daemons)
     with read_ahead_set(args.read_ahead_kb, files) as saved:
         progress(f"read_ahead_kb {args.read_ahead_kb} while recording on "
                  + ", ".join(f"{p.split('/')[4]} (was {v})" for p, v in saved.items()),
                  args.quiet)
-        return record_runs(command, args.runs, workdir, tracer, args.quiet, target)
+        return record_runs(command, args.runs, workdir, tracer, args.quiet, target,
+                           args.daemons)
 
 
 # ---------------------------------------------------------------------------
@@ -382,6 +342,13 @@ def read_ahead_value(text):
     if not text.isdigit():
         raise argparse.ArgumentTypeError("a number of KiB, or keep")
     return int(text)
+
+
+def daemon_names(text):
+    names = tuple(n for n in text.split(",") if n)
+    if not names:
+        raise argparse.ArgumentTypeError("give process names, or none")
+    return () if names == ("none",) else names
 
 
 def positive(text):
@@ -427,10 +394,19 @@ def build_parser(prog=PROG):
     target.add_argument("--container", metavar="NAME",
                         help="record the container NAME (docker or podman), "
                         "which CMD starts: trace attaches first and waits for it "
-                        "(trace --container --wait); each run ends when it exits")
+                        "(trace --container --wait); each run ends when it exits. "
+                        "CMD and the runtime's daemons (--daemons) are recorded "
+                        "too, merged into the run's trace")
     target.add_argument("--cgroup", metavar="PATH",
                         help="record the tasks of cgroup PATH while CMD (say, "
-                        "systemctl start) runs; each run ends when CMD has")
+                        "systemctl start) runs; each run ends when CMD has. "
+                        "CMD and the runtime's daemons are recorded too")
+    p.add_argument("--daemons", type=daemon_names, default=packruntime.DEFAULT_DAEMONS,
+                   metavar="NAME[,NAME...]|none", help="with --container or --cgroup: "
+                   "the runtime's daemons, traced (trace -p) with what they fork "
+                   "while the target starts: the running processes of these "
+                   "command or executable names (default: "
+                   f"{','.join(packruntime.DEFAULT_DAEMONS)}; none: no daemon)")
     p.add_argument("--keep-traces", metavar="DIR",
                    help="keep the recorded traces in DIR")
     p.add_argument("--restore-read-ahead", action="store_true",
