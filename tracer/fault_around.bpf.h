@@ -208,7 +208,9 @@ static __always_inline bool vma_from_records(struct thread_access *ta, struct vm
  * (@in_fault), or once the fault has ended. bpf_find_vma() takes the mmap
  * lock with a trylock, which fails while another thread of the process
  * holds it for writing or waits for it (mmap, munmap, mprotect). During
- * the fault a failed lookup reads the maple tree (vma_lookup.bpf.h).
+ * the fault a failed lookup reads the maple tree (vma_lookup.bpf.h); once
+ * it has ended the tree is read first (vma_after_fault()), since at a
+ * page_fault_* tracepoint bpf_find_vma() costs an irq_work a call.
  * Else, or failing that, the thread's last file VMA found is kept, and a
  * failed lookup uses it, or its process's records, when the address lies in it;
  * the caller's check that the page lies in fault-around's range catches a
@@ -223,7 +225,9 @@ static __always_inline void fault_vma(struct thread_access *ta, struct vma_looku
 	ta->vma_lookup_calls = mapping_calls;
 	if (ta->vma_calls == ta->vma_lookup_calls && thread_vma_holds(ta, lookup->address))
 		vma_from_thread(ta, lookup);
-	else if (!bpf_find_vma(current_task(), lookup->address, vma_file_page, lookup, 0) ||
+	else if ((!in_fault && vma_after_fault(lookup)) ||
+		 !bpf_find_vma(current_task(), lookup->address, vma_file_page,
+			       vma_lookup_reset(lookup), 0) ||
 		 (in_fault && vma_from_maple_tree(lookup)))
 		remember_vma(ta, lookup);
 	else

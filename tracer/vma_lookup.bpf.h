@@ -186,9 +186,17 @@ static __always_inline bool vma_from_maple_tree(struct vma_lookup *lookup)
 	return false;
 }
 
+/* @lookup with its address only, for a lookup of its own; returned. */
+static __always_inline struct vma_lookup *vma_lookup_reset(struct vma_lookup *lookup)
+{
+	*lookup = (struct vma_lookup){ .address = lookup->address };
+	return lookup;
+}
+
 /*
- * @lookup's VMA after its fault has ended (a silent fault, resolved at the
- * thread's next fault or system call), when its VMA is no longer locked:
+ * @lookup's VMA after its fault has ended (a silent fault, or the folio of
+ * a fault filemap_fault() served, looked at at the thread's next fault or
+ * system call), when its VMA is no longer locked:
  * another thread may be changing it. An anonymous VMA is taken at once
  * (vm_file is set before a VMA is inserted and never changes); a file's
  * only if a second walk finds a VMA with the same range, pgoff and
