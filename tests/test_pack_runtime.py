@@ -203,3 +203,36 @@ def test_a_failed_starter_leaves_no_trace_running(data_dir, cgroup_dir, tmp_path
     assert ran.stderr.strip().splitlines() == [
         "pagetrace pack: sh exited with status 7: the target's start failed"]
     assert left == [] and time.monotonic() - started < 120
+
+
+@pytest.mark.parametrize("cgroup_dir", ["v2"], indirect=True)
+def test_an_interrupted_pack_leaves_nothing_running(cgroup_dir, tmp_path):
+    """SIGTERM to pack while the starter runs (a daemon's trace, the
+    target's and the starter's attached): exit 130, no pack, no trace
+    left, and the starter itself stopped by its trace."""
+    marker = f"sleep 59.{os.getpid()}"
+    daemon = _fake_daemon(DAEMON, "/dev/null", [], str(tmp_path / "never"), str(tmp_path / "d"))
+    runs = tmp_path / "runs"
+    pack = subprocess.Popen([sys.executable, PAGETRACE, "pack", "-q", "-n", "1", "--cgroup",
+                             cgroup_dir, "--daemons", DAEMON, "--keep-traces", str(runs),
+                             "-o", str(tmp_path / "p.pack"), "--", "sh", "-c",
+                             f"exec {marker}"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (runs / "run-1.starter.log").exists() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(1)
+        pack.send_signal(15)
+        _, err = pack.communicate(timeout=120)
+        left = _traces_left(tmp_path)
+        starters = subprocess.run(["pgrep", "-f", marker], capture_output=True, text=True)
+    finally:
+        daemon.kill()
+        daemon.wait()
+        if pack.poll() is None:
+            pack.kill()
+            pack.wait()
+    assert pack.returncode == 130, err
+    assert "interrupted" in err and not (tmp_path / "p.pack").exists()
+    assert left == [] and starters.stdout == ""

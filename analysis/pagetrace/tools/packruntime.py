@@ -78,19 +78,22 @@ def _forward(lines):
     sys.stderr.flush()
 
 
-def start_trace(argv):
-    """A trace process (stderr piped), once it has said it is attached;
-    None (its lines passed on, its status in .returncode) if it ended
-    before."""
-    tracer = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                              stderr=subprocess.PIPE, text=True)
+def spawn_trace(argv):
+    """A trace process, its stderr piped (attached() reads it)."""
+    return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True)
+
+
+def attached(tracer):
+    """True once the trace says it is attached; False if it ended before
+    (its lines passed on, its status in .returncode)."""
     for line in tracer.stderr:
         if line.rstrip().endswith(TRACE_READY):
-            return tracer
+            return True
         _forward([line])
     _forward(tracer.stderr)
     tracer.wait()
-    return tracer
+    return False
 
 
 def end_trace(tracer, timeout):
@@ -123,22 +126,23 @@ def trace_run(base_argv, target, command, path, daemons=DEFAULT_DAEMONS):
     tracers = []
     with contextlib.ExitStack() as stack:
         stack.callback(lambda: [process.stop(t, signal.SIGINT, STOP_S) for t in tracers])
-        daemon_parts = []
-        for pid, name in daemon_pids(daemons):
-            part = f"{stem}.{name}-{pid}.log"
-            tracer = start_trace([*base_argv, "-o", part, "-p", str(pid)])
-            if tracer.returncode is not None:
-                if not os.path.exists(f"/proc/{pid}"):
-                    continue    # it ended meanwhile: nothing of it to record
-                return tracer.returncode
-            tracers.append(tracer)
-            daemon_parts.append(part)
-        daemon_tracers = list(tracers)
+        # Every trace attaches at once (a BPF load each); the starter waits for all.
+        found = [(pid, f"{stem}.{name}-{pid}.log") for pid, name in daemon_pids(daemons)]
+        for pid, part in found:
+            tracers.append(spawn_trace([*base_argv, "-o", part, "-p", str(pid)]))
         target_part, starter_part = f"{stem}.target.log", f"{stem}.starter.log"
-        target_tracer = start_trace([*base_argv, "-o", target_part, *target])
-        if target_tracer.returncode is not None:
-            return target_tracer.returncode
+        target_tracer = spawn_trace([*base_argv, "-o", target_part, *target])
         tracers.append(target_tracer)
+        daemon_tracers, daemon_parts = [], []
+        for (pid, part), tracer in zip(found, tracers):
+            if attached(tracer):
+                daemon_tracers.append(tracer)
+                daemon_parts.append(part)
+            elif os.path.exists(f"/proc/{pid}"):
+                return tracer.returncode
+            # else: it ended meanwhile, nothing of it to record
+        if not attached(target_tracer):
+            return target_tracer.returncode
         starter = subprocess.Popen([*base_argv, "-o", starter_part, "--user", _user(), "--",
                                     *command], stdin=subprocess.DEVNULL,
                                    stdout=subprocess.DEVNULL)
