@@ -13,6 +13,10 @@ recorded there, then per iteration, in a new random order each time:
   launched-preloads  (LAUNCH_DISK_EXTRA) the same with the pack compiled
               from the same runs with `pack --preloads` (the program's own
               readahead(2)/WILLNEED pages too, used or not)
+  launched-target  (LAUNCH_DISK_EXTRA, a container) the same with the
+              pack compiled from the runs' container traces alone
+              (`run-N.target.log`): the pack as before issue 43's runtime
+              reads were recorded
   whole-file  cold, then the trace's files read whole, front to back, by a
               second process started beside CMD (what vmtouch -t,
               ureadahead and systemd-readahead do); timed until CMD ends
@@ -304,6 +308,8 @@ class Session:
                 sys.exit("launch_disk: pagetrace pack --preloads: "
                          + (err.splitlines() or ["no message"])[-1])
             facts["pack_preloads_line"] = err.splitlines()[-1]
+        if "launched-target" in self.states and self.container:
+            self.pack_from_parts("target", facts)
         pack = packfile.read(self.pack_path)
         if "launched-stale" in self.states:
             # Every file replaced, as after an upgrade: one line, no prefetch.
@@ -314,6 +320,16 @@ class Session:
                  and not tracefile.is_metadata(f.path)]
         self.files += extra
         return facts
+
+    def pack_from_parts(self, part, facts):
+        """app.pack.PART: a pack of the runs' PART traces alone."""
+        runs = sorted(glob.glob(os.path.join(self.work, "pack-runs", f"run-*.{part}.log")))
+        _, status, err = pagetrace_pack([*(a for r in runs for a in ("--from", r)),
+                                         "-o", f"{self.pack_path}.{part}"], self.env)
+        if status:
+            sys.exit(f"launch_disk: pagetrace pack --from *.{part}.log: "
+                     + (err.splitlines() or ["no message"])[-1])
+        facts[f"pack_{part}_line"] = err.splitlines()[-1]
 
     def traced(self, options, out):
         """One start of the application under trace OPTIONS, the trace in
@@ -347,10 +363,12 @@ class Session:
         self.prepare(state)
         read_s = None
         batched = BATCHED.match(state)
-        if state in ("launched", "launched-ra0", "launched-stale", "launched-preloads") \
+        if state in ("launched", "launched-ra0", "launched-stale", "launched-preloads",
+                     "launched-target") \
                 or batched:
             pack = self.pack_path + {"launched-ra0": ".ra0", "launched-stale": ".stale",
-                                     "launched-preloads": ".preloads"}.get(state, "")
+                                     "launched-preloads": ".preloads",
+                                     "launched-target": ".target"}.get(state, "")
             options = ["--batch", batched[1], "--batch-gap", batched[2]] if batched else []
             options += ["--window", batched[3]] if batched and batched[3] else []
             elapsed, status, last = self.start([LAUNCHER, "-q", *options, pack, "--",
