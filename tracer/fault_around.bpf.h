@@ -209,8 +209,7 @@ static __always_inline bool vma_from_records(struct thread_access *ta, struct vm
  * lock with a trylock, which fails while another thread of the process
  * holds it for writing or waits for it (mmap, munmap, mprotect). During
  * the fault a failed lookup reads the maple tree (vma_lookup.bpf.h); once
- * it has ended the tree is read first (vma_after_fault()), since at a
- * page_fault_* tracepoint bpf_find_vma() costs an irq_work a call.
+ * it has ended the tree is read first (vma_lookup_after_fault()).
  * Else, or failing that, the thread's last file VMA found is kept, and a
  * failed lookup uses it, or its process's records, when the address lies in it;
  * the caller's check that the page lies in fault-around's range catches a
@@ -222,13 +221,17 @@ static __always_inline bool vma_from_records(struct thread_access *ta, struct vm
 static __always_inline void fault_vma(struct thread_access *ta, struct vma_lookup *lookup,
 				      bool in_fault)
 {
+	bool found;
+
 	ta->vma_lookup_calls = mapping_calls;
-	if (ta->vma_calls == ta->vma_lookup_calls && thread_vma_holds(ta, lookup->address))
+	if (ta->vma_calls == ta->vma_lookup_calls && thread_vma_holds(ta, lookup->address)) {
 		vma_from_thread(ta, lookup);
-	else if ((!in_fault && vma_after_fault(lookup)) ||
-		 !bpf_find_vma(current_task(), lookup->address, vma_file_page,
-			       vma_lookup_reset(lookup), 0) ||
-		 (in_fault && vma_from_maple_tree(lookup)))
+		return;
+	}
+	found = in_fault ? !bpf_find_vma(current_task(), lookup->address, vma_file_page, lookup, 0) ||
+			   vma_from_maple_tree(lookup)
+			 : !vma_lookup_after_fault(lookup);
+	if (found)
 		remember_vma(ta, lookup);
 	else
 		vma_from_records(ta, lookup);

@@ -243,7 +243,7 @@ static __always_inline void map_folio_chunk_from_ptes(struct inode *inode,
 
 /*
  * The VMA of the silent fault at @lookup->address (@served: filemap_fault()
- * served it): from the maple tree first, with no lock (vma_after_fault();
+ * served it): from the maple tree first, with no lock (vma_lookup_after_fault();
  * bpf_find_vma() at a fault costs an irq_work a call, 2.4 us a fault:
  * docs/lab/trace-load-and-cost.md, "Silent faults without
  * bpf_find_vma()"), else under the mmap lock. False: none found.
@@ -254,8 +254,6 @@ static __always_inline bool silent_fault_vma(struct thread_access *ta, struct vm
 	__u64 address = lookup->address;
 	long err;
 
-	if (vma_after_fault(lookup))
-		return true;
 	/*
 	 * At a page_fault_* tracepoint interrupts are off, and there
 	 * bpf_find_vma() unlocks the mmap lock through a per-CPU irq_work
@@ -269,8 +267,7 @@ static __always_inline bool silent_fault_vma(struct thread_access *ta, struct vm
 	 * cachetop every lookup at a fault finds the irq_work busy
 	 * (docs/lab/fault-path-cases.md, "7.3: bpf_find_vma() busy at page_fault_*").
 	 */
-	*lookup = (struct vma_lookup){ .address = address };
-	err = bpf_find_vma(current_task(), address, vma_file_page, lookup, 0);
+	err = vma_lookup_after_fault(lookup);
 	if (err == -16 /* -EBUSY */ && !defer_silent(ta, address | served) && served)
 		on_fault_lost();
 	return !err;

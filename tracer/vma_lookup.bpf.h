@@ -216,4 +216,18 @@ static __always_inline bool vma_after_fault(struct vma_lookup *lookup)
 	       again.mapping == lookup->mapping;
 }
 
+/*
+ * @lookup's VMA once its fault has ended: the maple tree first
+ * (vma_after_fault()), since at a page_fault_* tracepoint interrupts are
+ * off and bpf_find_vma() costs an irq_work a call; else under the mmap
+ * lock. 0: found; else bpf_find_vma()'s error (-EBUSY: the lock was busy).
+ */
+static __always_inline long vma_lookup_after_fault(struct vma_lookup *lookup)
+{
+	if (vma_after_fault(lookup))
+		return 0;
+	return bpf_find_vma(current_task(), lookup->address, vma_file_page,
+			    vma_lookup_reset(lookup), 0);
+}
+
 #endif /* PAGETRACE_VMA_LOOKUP_BPF_H */
