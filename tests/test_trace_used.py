@@ -220,10 +220,9 @@ def test_faults_while_another_thread_holds_the_mmap_lock(data_dir, tmp_path):
 def test_first_faults_in_mappings_while_the_mmap_lock_is_busy(data_dir, tmp_path):
     """samples/mmap-contend --remap: each touch is the first fault in a
     mapping made just before it, while a second thread maps and unmaps in a
-    loop, so fault-around's VMA lookup often finds the mmap lock busy. The
-    mmap's own VMA, taken from the call at its sys_exit, is the one to fall
-    back on (fault_around.bpf.h, page_access_syscall_ends()); defer_map()
-    is left for a VMA no call of the thread's made.
+    loop, so fault-around's VMA lookup often finds the mmap lock busy; the
+    maple tree read during the fault then gives the VMA (vma_lookup.bpf.h),
+    and defer_map() is left for a fault it gives none.
     Each touched page is an access, unless the trace says it lost as many
     faults (exit status 3): never lost silently. Before, 18 and 50 of 512
     touches were recorded as mapped only, with "0 lost"."""
@@ -250,11 +249,10 @@ def test_first_faults_of_new_threads_while_the_mmap_lock_is_busy(data_dir, tmp_p
     own, its first fault in a mapping its process's main thread made, while
     another thread maps and unmaps in a loop, so fault-around's VMA lookup
     often finds the mmap lock busy and the faulting thread knows no VMA of
-    its own. The main thread's mmap, recorded for the process at its
-    sys_exit (tracer/process_vmas.bpf.h), is the one to fall back on: every
-    touched page is an access and nothing is lost (before it, 1, 6 and 12
-    faults were counted lost in three runs, 6.18: deferred, then lost when
-    the thread ended)."""
+    its own. The maple tree read during the fault gives the VMA: every
+    touched page is an access and nothing is lost (with neither it nor a
+    record of the process's mmaps, 1, 6 and 12 faults were counted lost in
+    three runs, 6.18: deferred, then lost when the thread ended)."""
     assert_every_touch_accessed(data_dir, tmp_path, "--threads")
 
 

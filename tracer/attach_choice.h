@@ -85,8 +85,7 @@ struct attach_choice {
 		       (p)->kretprobe_map_pages), \
 	ATTACH_FAULT(p, "page_fault_user", fault_user), \
 	ATTACH_FAULT(p, "page_fault_kernel", fault_kernel), \
-	ATTACH_TRACEPOINT(p, "sys_enter", "raw_syscalls", read_syscall), \
-	ATTACH_TRACEPOINT(p, "sys_exit", "raw_syscalls", syscall_exit)
+	ATTACH_TRACEPOINT(p, "sys_enter", "raw_syscalls", read_syscall)
 
 /* Find how @c attaches on the kernel described by @vmlinux (sets how, chosen). */
 void attach_choice_find(struct attach_choice *c, const struct btf *vmlinux, bool use_btf);

@@ -25,7 +25,6 @@
 #include "page_math.bpf.h"
 #include "sinks.bpf.h"
 #include "traced_tasks.bpf.h"
-#include "process_vmas.bpf.h"
 #include "page_access.bpf.h"
 #include "bio_pages.bpf.h"
 #include "file_path.bpf.h"
@@ -320,7 +319,7 @@ TRACEPOINT_PROGRAMS(bio_queue, "block_bio_queue", handle_bio_queue(bio), struct 
 TRACEPOINT_PROGRAMS(bio_queue_after_queue, "block_bio_queue", handle_bio_queue(bio),
 		    struct request_queue *q, struct bio *bio)
 TRACEPOINT_PROGRAMS(fork, "sched_process_fork",
-		    (follow_fork(parent, child), process_vmas_fork(parent, child), 0),
+		    (follow_fork(parent, child), 0),
 		    struct task_struct *parent, struct task_struct *child)
 TRACEPOINT_PROGRAMS(exit, "sched_process_exit", handle_exit(task), struct task_struct *task)
 TRACEPOINT_PROGRAMS(get_pages, "mm_filemap_get_pages", handle_get_pages(mapping, index, last),

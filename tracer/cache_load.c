@@ -24,7 +24,7 @@
 #include "bpf_cost.h"
 #include "engine_load.h"
 
-#define NR_PROGRAMS 11
+#define NR_PROGRAMS 10
 
 /* Every attach point, each needed. */
 ENGINE_SKELETON(cache, NR_PROGRAMS,

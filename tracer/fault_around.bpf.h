@@ -24,7 +24,6 @@
 #include "page_math.bpf.h"
 #include "page_state.bpf.h"
 #include "sinks.bpf.h"
-#include "process_vmas.bpf.h"
 #include "page_cache_walk.bpf.h"
 #include "read_calls.bpf.h"
 #include "vma_lookup.bpf.h"
@@ -104,19 +103,6 @@ static __always_inline bool folio_may_reach_past(struct address_space *mapping, 
 }
 
 /*
- * @lookup's VMA, whose lookup was busy, from its process's records; false
- * if none. In a frame of its own, off the chain of the walk's frames.
- */
-static __noinline bool vma_from_records_of_process(struct vma_lookup *lookup)
-{
-	if (!process_vma_find(lookup->address, &lookup->mapping, &lookup->start, &lookup->end,
-			      &lookup->pgoff))
-		return false;
-	lookup->index = vma_page_index(lookup);
-	return true;
-}
-
-/*
  * After fault-around's own range: @walk is that range's walk, reused (the
  * 512-byte stack of kernels before v6.13 has no room for a second one).
  */
@@ -131,7 +117,7 @@ static __always_inline void page_access_map_whole_folios(struct chunk_walk *walk
 		return;	/* most fault-arounds: no VMA lookup, no page-table read */
 	if (!vma->mapping &&
 	    bpf_find_vma(current_task(), vma->address, vma_file_page, vma, 0) == -16 /* -EBUSY */ &&
-	    !vma_from_maple_tree(vma) && !vma_from_records_of_process(vma))
+	    !vma_from_maple_tree(vma))
 		on_fault_lost();
 	if (vma->mapping != (__u64)walk->mapping)
 		return;	/* not this thread's fault (a remote GUP): no page tables to read */
@@ -161,14 +147,11 @@ static __always_inline bool vma_from_fault(struct vm_fault *vmf, struct vma_look
 
 /*
  * @lookup, a VMA just found by a lookup that began when mapping_calls was
- * ta->vma_lookup_calls, as the thread's last file VMA; and, when it is
- * another file VMA than the thread's last, as its process's too.
+ * ta->vma_lookup_calls, as the thread's last file VMA.
  */
 static __always_inline void remember_vma(struct thread_access *ta, const struct vma_lookup *lookup)
 {
 	ta->vma_calls = ta->vma_lookup_calls;
-	if (lookup->mapping && (lookup->start != ta->vma_start || lookup->mapping != ta->vma_mapping))
-		process_vma_found(lookup->mapping, lookup->start, lookup->end, lookup->pgoff);
 	ta->vma_mapping = lookup->mapping;
 	ta->vma_start = lookup->start;
 	ta->vma_end = lookup->end;
@@ -192,18 +175,6 @@ static __always_inline void vma_from_thread(const struct thread_access *ta,
 }
 
 /*
- * Where the lookup is busy: the thread's last file VMA, else the latest VMA
- * any mmap of its process made there (process_vmas.bpf.h). False if none.
- */
-static __always_inline bool vma_from_records(struct thread_access *ta, struct vma_lookup *lookup)
-{
-	if (!thread_vma_holds(ta, lookup->address))
-		return vma_from_records_of_process(lookup);
-	vma_from_thread(ta, lookup);
-	return true;
-}
-
-/*
  * The VMA of the thread's fault at @lookup->address, at fault-around
  * (@in_fault), or once the fault has ended. bpf_find_vma() takes the mmap
  * lock with a trylock, which fails while another thread of the process
@@ -211,9 +182,8 @@ static __always_inline bool vma_from_records(struct thread_access *ta, struct vm
  * the fault a failed lookup reads the maple tree (vma_lookup.bpf.h); once
  * it has ended the tree is read first (vma_lookup_after_fault()).
  * Else, or failing that, the thread's last file VMA found is kept, and a
- * failed lookup uses it, or its process's records, when the address lies in it;
- * the caller's check that the page lies in fault-around's range catches a
- * VMA replaced since. The last VMA needs no lookup at all while no call
+ * failed lookup uses it when the address lies in it; the caller's check
+ * that the page lies in fault-around's range catches a VMA replaced since. The last VMA needs no lookup at all while no call
  * that may map a file has started since it was found (mapping_calls,
  * read_calls.bpf.h): the fault storm's fault-arounds then take no mmap
  * lock (bench/bench_trace.py --profile).
@@ -233,15 +203,15 @@ static __always_inline void fault_vma(struct thread_access *ta, struct vma_looku
 			 : !vma_lookup_after_fault(lookup);
 	if (found)
 		remember_vma(ta, lookup);
-	else
-		vma_from_records(ta, lookup);
+	else if (thread_vma_holds(ta, lookup->address))
+		vma_from_thread(ta, lookup);
 }
 
 /*
- * Fault-around whose fault's VMA was not found: the mmap lock busy, and
- * not the thread's last file VMA (its first fault in a mapping, a forked
- * child's or a fresh mmap's). Which page faulted is then unknown, and so
- * is which of the range's pages are an access: nothing is walked now.
+ * Fault-around whose fault's VMA was not found: the mmap lock busy, no
+ * answer from the maple tree, and not in the thread's last file VMA. Which
+ * page faulted is then unknown, and so is which of the range's pages are
+ * an access: nothing is walked now.
  * find_deferred_slot() and map_deferred_chunk() walk the range at the
  * thread's next fault or system call, reading from the page tables which
  * pages fault-around mapped (samples/mmap-contend --remap: 18 and 50 of
@@ -333,60 +303,6 @@ static __always_inline void page_access_map(struct address_space *mapping, __u64
 	}
 	map_range(walk, mapping, start, end, vmf);
 	map_walk_room_give(walk);
-}
-
-/*
- * An mmap of a file by a traced thread, from its sys_enter to its
- * sys_exit: at the exit the new VMA becomes the thread's last file VMA,
- * from the call's arguments and result, with no lookup. A fresh mapping's
- * first fault then needs no free mmap lock, which a thread that maps in a
- * loop seldom leaves free (docs/lab/fault-path-cases.md, "mmap-contend --remap: the
- * VMA an mmap made"). It is the VMA as asked for: a merge with a
- * neighbour only widens it, keeping each page where it is.
- */
-#define MAP_ANONYMOUS_FLAG	0x20	/* x86 and arm64 alike */
-
-static __always_inline void page_access_mmap_starts(struct pt_regs *regs, long id)
-{
-	struct thread_access *ta = thread_access(id == NR_MMAP);
-	__u64 flags = PT_REGS_PARM4_CORE_SYSCALL(regs);
-	struct file *file;
-
-	if (!ta)
-		return;
-	ta->mmap_mapping = 0;
-#ifdef SYSCALL_ARG6_UNKNOWN
-	return;
-#endif
-	if (id != NR_MMAP || (flags & MAP_ANONYMOUS_FLAG))
-		return;
-	file = current_file_of_fd(PT_REGS_PARM5_CORE_SYSCALL(regs));
-	/* A stacked file system's (overlayfs, FUSE passthrough) VMA maps another file. */
-	if (!file || BPF_CORE_READ(file, f_inode, i_sb, s_stack_depth))
-		return;
-	ta->mmap_mapping = (__u64)BPF_CORE_READ(file, f_mapping);
-	ta->mmap_bytes = PT_REGS_PARM2_CORE_SYSCALL(regs);
-	ta->mmap_pgoff = SYSCALL_ARG6(regs) >> page_shift;
-}
-
-/* raw_syscalls:sys_exit of a traced thread, with the call's result @ret. */
-static __always_inline void page_access_syscall_ends(long ret)
-{
-	struct thread_access *ta = thread_access(false);
-	__u64 page_mask = (1ULL << page_shift) - 1;
-
-	if (!ta || !ta->mmap_mapping)
-		return;
-	if (ret >= 0 || ret < -4095) {	/* an address, not -errno */
-		ta->vma_mapping = ta->mmap_mapping;
-		ta->vma_start = (__u64)ret;
-		ta->vma_end = (__u64)ret + ((ta->mmap_bytes + page_mask) & ~page_mask);
-		ta->vma_pgoff = ta->mmap_pgoff;
-		/* Current only if no other call that may map a file began since this one. */
-		ta->vma_calls = mapping_calls == ta->mmap_calls ? ta->mmap_calls : NO_CALLS;
-		process_vma_record(ta->vma_mapping, ta->vma_start, ta->vma_end, ta->vma_pgoff);
-	}
-	ta->mmap_mapping = 0;
 }
 
 #endif /* PAGETRACE_FAULT_AROUND_BPF_H */

@@ -474,12 +474,8 @@ static __always_inline void page_access_syscall_starts(long id)
 	}
 	if (ta)
 		resolve_silent_fault(ta);
-	if (may_map_a_file(id)) {
-		__u64 calls = __sync_fetch_and_add(&mapping_calls, 1) + 1;
-
-		if (ta)
-			ta->mmap_calls = calls;
-	}
+	if (may_map_a_file(id))
+		__sync_fetch_and_add(&mapping_calls, 1);
 }
 
 /*

@@ -81,13 +81,10 @@ struct thread_access {
 	__u64 deferred_addresses[DEFERRED_SILENT];
 	struct page_chunk_key silent_key; /* resolve_silent()'s, off the stack */
 	__u32 fault_folio_check; /* filemap_fault served it: its folio may be mapped whole */
-	__u64 vma_mapping;	/* the last file VMA a lookup found, or mmap made */
+	__u64 vma_mapping;	/* the last file VMA a lookup found */
 	__u64 vma_start, vma_end, vma_pgoff;
 	__u64 vma_calls;	/* mapping_calls for which it is known current, else NO_CALLS */
 	__u64 vma_lookup_calls;	/* mapping_calls when the lookup in progress began (off the stack) */
-	__u64 mmap_calls;	/* mapping_calls counting the thread's call in progress */
-	__u64 mmap_mapping;	/* an mmap of a file in progress (page_access_mmap_starts()) */
-	__u64 mmap_pgoff, mmap_bytes;
 	struct deferred_map deferred_maps[DEFERRED_MAPS]; /* see defer_map() */
 	__u32 nr_deferred_maps;
 	__u32 deferred_slot;	/* FAULT_DEFERRED: the fault's slot */

@@ -54,24 +54,15 @@ static __always_inline int handle_sys_enter(struct pt_regs *regs, long id)
 	if (!current_is_traced())
 		return 0;
 	page_access_syscall_starts(id);
-	page_access_mmap_starts(regs, id);
 	if (is_read_syscall(id))
 		page_access_read_syscall(regs, id);
 	return 0;
 }
 
-/* A traced thread's system call has ended: an mmap's VMA is known. */
-static __always_inline int handle_sys_exit(long ret)
-{
-	if (current_is_traced())
-		page_access_syscall_ends(ret);
-	return 0;
-}
-
 /*
  * Which page faulted (page_fault_*), what fault-around mapped (map_pages),
- * where a read system call starts (sys_enter), and the VMA an mmap made
- * (sys_exit).
+ * and where a system call starts (sys_enter): the last fault has ended, a
+ * read call starts, or a call that may map a file.
  */
 #define PAGE_ACCESS_PROGRAMS()							\
 	TRACEPOINT_PROGRAMS(map_pages, "mm_filemap_map_pages",				\
@@ -85,9 +76,7 @@ static __always_inline int handle_sys_exit(long ret)
 			    handle_page_fault(address, false), unsigned long address,		\
 			    struct pt_regs *regs, unsigned long error_code)		\
 	TRACEPOINT_PROGRAMS(read_syscall, "sys_enter", handle_sys_enter(regs, id),	\
-			    struct pt_regs *regs, long id)					\
-	TRACEPOINT_PROGRAMS(syscall_exit, "sys_exit", handle_sys_exit(ret),		\
-			    struct pt_regs *regs, long ret)
+			    struct pt_regs *regs, long id)
 
 
 /*

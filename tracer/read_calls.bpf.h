@@ -117,16 +117,6 @@ enum { NR_MMAP = -1, NR_MREMAP = -1, NR_SHMAT = -1, NR_EXECVE = -1, NR_REMAP_FIL
        NR_EXECVEAT = -1 };
 #endif
 
-/* A system call's sixth argument at sys_enter (libbpf 1.1 names five); 0: unknown here. */
-#if defined(__TARGET_ARCH_x86)
-#define SYSCALL_ARG6(regs)	BPF_CORE_READ(regs, r9)
-#elif defined(__TARGET_ARCH_arm64)
-#define SYSCALL_ARG6(regs)	BPF_CORE_READ(regs, regs[5])
-#else
-#define SYSCALL_ARG6(regs)	0
-#define SYSCALL_ARG6_UNKNOWN
-#endif
-
 static __always_inline bool may_map_a_file(long id)
 {
 	if (NR_MMAP < 0)

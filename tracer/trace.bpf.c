@@ -33,7 +33,6 @@
 #include "page_math.bpf.h"
 #include "sinks.bpf.h"
 #include "traced_tasks.bpf.h"
-#include "process_vmas.bpf.h"
 #include "page_access.bpf.h"
 #include "bio_pages.bpf.h"
 #include "file_path.bpf.h"
@@ -388,15 +387,6 @@ static __always_inline int handle_bio_queue(struct bio *bio, bool trusted, bool 
 	return 0;
 }
 
-static __always_inline int handle_fork(struct task_struct *parent,
-				       struct task_struct *child)
-{
-	follow_fork(parent, child);
-	if (want_used)
-		process_vmas_fork(parent, child);
-	return 0;
-}
-
 static __always_inline int handle_exit(struct task_struct *task)
 {
 	__u32 tid = BPF_CORE_READ(task, pid);
@@ -495,7 +485,7 @@ int BPF_PROG(raw_bio_queue_after_queue, struct request_queue *q, struct bio *bio
 {
 	return handle_bio_queue(bio, false, false);
 }
-TRACEPOINT_PROGRAMS(fork, "sched_process_fork", handle_fork(parent, child),
+TRACEPOINT_PROGRAMS(fork, "sched_process_fork", (follow_fork(parent, child), 0),
 		    struct task_struct *parent, struct task_struct *child)
 TRACEPOINT_PROGRAMS(exit, "sched_process_exit", handle_exit(task),
 		    struct task_struct *task)

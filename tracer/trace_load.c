@@ -31,7 +31,7 @@ enum tracepoint_role {
 	TP_USED,		/* only with --used, which needs it */
 };
 
-#define NR_TRACEPOINTS 15
+#define NR_TRACEPOINTS 14
 
 /* The tracepoints, in the order of their roles below. */
 ENGINE_SKELETON(trace, NR_TRACEPOINTS,
@@ -48,7 +48,7 @@ static const enum tracepoint_role roles[NR_TRACEPOINTS] = {
 	TP_REQUIRED, TP_REQUIRED, TP_REQUIRED, TP_REQUIRED,
 	TP_CAUSE, TP_CAUSE, TP_CAUSE, TP_CAUSE,
 	TP_CAUSE_AND_USED, TP_CAUSE_AND_USED, TP_USED,
-	TP_USED, TP_USED, TP_USED, TP_USED,
+	TP_USED, TP_USED, TP_USED,
 };
 
 /* Which tracepoints are needed, and by whom; with -x, say the optional ones this kernel lacks. */

@@ -32,7 +32,6 @@
 #include <bpf/bpf_core_read.h>
 #include "core_fixes.bpf.h"
 #include "page_math.bpf.h"
-#include "process_vmas.bpf.h"
 #include "page_cache_walk.bpf.h"
 
 struct vma_lookup {
@@ -42,6 +41,11 @@ struct vma_lookup {
 	__u64 start, end;	/* the VMA */
 	__u64 pgoff;
 };
+
+static __always_inline __u64 current_mm(void)
+{
+	return (__u64)BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), mm);
+}
 
 /* The page of @lookup's file at its address, from its VMA's start and pgoff. */
 static __always_inline __u64 vma_page_index(const struct vma_lookup *lookup)
