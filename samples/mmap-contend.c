@@ -9,14 +9,13 @@
  * thread of its own, started for it: the first fault of a thread in a
  * mapping another thread made. With --unmap each touch is made by a thread
  * of its own in a mapping of its own (32 pages around the page), all made
- * before the first touch (more than the tracer's records of a process
- * hold), and the main thread unmaps it right after the touch, before the
+ * before the first touch, and the main thread unmaps it right after the touch, before the
  * touching thread makes its next system call. Prints the touched pages, in
  * order, as a JSON list on stderr.
  *
  * The workload of tests/test_trace_used.py's tests of faults whose VMA
- * lookup finds the mmap lock busy (page_access.bpf.h, fault_vma() and the
- * deferred fault-around).
+ * lookup finds the mmap lock busy (fault_around.bpf.h, fault_vma(); the
+ * maple tree read of vma_lookup.bpf.h).
  */
 #include <fcntl.h>
 #include <pthread.h>

@@ -9,8 +9,8 @@
  *
  * Invariants: a thread is in one fault state (enum fault_state); FAULT_RESOLVED
  * names the mapping and page that fault counted, so that its retry counts
- * nothing; a fault-around whose VMA cannot be looked up is kept in one of
- * DEFERRED_MAPS slots (FAULT_DEFERRED), or counted lost, never guessed.
+ * nothing; a fault-around whose fault's VMA cannot be found is counted
+ * lost, never guessed.
  */
 #ifndef PAGETRACE_FAULT_AROUND_BPF_H
 #define PAGETRACE_FAULT_AROUND_BPF_H
@@ -39,8 +39,6 @@ static __always_inline void page_access_fault(struct address_space *mapping, __u
 	if (ta->fault_state == FAULT_RESOLVED && ta->fault_mapping == (__u64)mapping &&
 	    ta->fault_index == index)
 		return;	/* the same fault, retried after the page was read */
-	if (ta->fault_state == FAULT_DEFERRED)	/* fault-around did not serve it: this is its access */
-		ta->deferred_maps[ta->deferred_slot & (DEFERRED_MAPS - 1)].account = 0;
 	start_walk(&walk, mapping, OP_FAULT, index, index);
 	walk_chunks(&walk);
 	ta->fault_state = FAULT_RESOLVED;
@@ -208,40 +206,17 @@ static __always_inline void fault_vma(struct thread_access *ta, struct vma_looku
 }
 
 /*
- * Fault-around whose fault's VMA was not found: the mmap lock busy, no
+ * Fault-around whose fault's VMA was not found: bpf_find_vma() busy, no
  * answer from the maple tree, and not in the thread's last file VMA. Which
- * page faulted is then unknown, and so is which of the range's pages are
- * an access: nothing is walked now.
- * find_deferred_slot() and map_deferred_chunk() walk the range at the
- * thread's next fault or system call, reading from the page tables which
- * pages fault-around mapped (samples/mmap-contend --remap: 18 and 50 of
- * 512 touches recorded as mapped only, 15 to 129 pages as both, "0 lost",
- * before). DEFERRED_MAPS are kept; one more while they wait is walked at
- * once, its fault counted lost.
+ * page faulted is unknown: the range is walked, each page it maps counted
+ * mapped, and the fault lost. On 6.18 the maple tree answered every such
+ * lookup (docs/lab/trace-load-and-cost.md, "Deleting the deferred
+ * fault-arounds").
  */
-static __always_inline bool defer_map(struct thread_access *ta, struct address_space *mapping,
-				      __u64 start, __u64 end)
+static __always_inline void fault_around_lost(struct thread_access *ta)
 {
-	struct deferred_map *slot;
-	int free = -1;
-
-	for (int i = 0; i < DEFERRED_MAPS; i++)
-		if (!ta->deferred_maps[i].address)
-			free = i;
-	if (free < 0) {
-		on_fault_lost();
-		return false;
-	}
-	slot = &ta->deferred_maps[free & (DEFERRED_MAPS - 1)];
-	slot->address = ta->fault_address;
-	slot->mapping = (__u64)mapping;
-	slot->start = start;
-	slot->end = end;
-	slot->account = 1;
-	ta->nr_deferred_maps++;
-	ta->fault_state = FAULT_DEFERRED;
-	ta->deferred_slot = free;
-	return true;
+	on_fault_lost();
+	ta->fault_state = FAULT_NONE;
 }
 
 /* Fault-around of [start, end] of @mapping, walked with @walk (zeroed). */
@@ -256,8 +231,8 @@ static __always_inline void map_range(struct chunk_walk *walk, struct address_sp
 		lookup.address = ta->fault_address;
 		if (!vma_from_fault(vmf, &lookup))
 			fault_vma(ta, &lookup, true);
-		if (!lookup.end && defer_map(ta, mapping, start, end))
-			return;
+		if (!lookup.end)
+			fault_around_lost(ta);
 		if (lookup.mapping == (__u64)mapping && lookup.index >= start && lookup.index <= end) {
 			/*
 			 * A fault taken by the arch handler (page_fault_user or

@@ -2,10 +2,10 @@
 /*
  * A module of the page-access engine (page_access.bpf.h), on fault_around:
  * what is resolved after the fact. Faults that left no filemap event
- * (silent faults, DEFERRED_SILENT a thread), the deferred fault-arounds of
- * fault_around.bpf.h, read from the page tables at the thread's next system
- * call or fault; the entry points of a fault starting and of a thread
- * ending.
+ * (silent faults, DEFERRED_SILENT a thread), and the large folios of faults
+ * filemap_fault() served, read from the page tables at the thread's next
+ * system call or fault; the entry points of a fault starting and of a
+ * thread ending.
  *
  * Invariants: every deferred fault is resolved at the next system call, fault
  * or thread exit, or counted lost (on_fault_lost()); a fault counts its page
@@ -158,33 +158,7 @@ __noinline int map_fault_folio(void)
 }
 
 /*
- * A deferred fault-around's pages, read from the page tables: which pages
- * fault-around mapped is what they map now, and the page cache need not
- * be walked (a mapped page is in it). Two chunks at most: fault-around's
- * default range is 16 pages (fault_around_bytes, 64 KiB).
- */
-/*
- * Of the @pages (64 at most) pages that the VMA maps from @address, those
- * its page tables map: bit i for page i (@byte: where to read one byte). A loop without branches, not a
- * bpf_loop: a callback's frame took the fault program's stack to 544
- * bytes on 6.1 (512 at most before v6.13), and a branch a page made
- * states the verifier could not prune.
- */
-static __always_inline __u64 ptes_mapped(__u64 pages, __u64 address, __u64 *byte)
-{
-	__u64 mapped = 0;
-
-	for (__u32 i = 0; i < CHUNK_PAGES && i < pages; i++) {
-		long err = bpf_probe_read_user(byte, 1,
-					       (const void *)(address + ((__u64)i << page_shift)));
-
-		mapped |= (((__u64)err >> 63) ^ 1) << i;	/* err is 0 or negative */
-	}
-	return mapped;
-}
-
-/*
- * One chunk of it, @mapped its pages the page tables map: the fault's page
+ * Of chunk @key, @mapped the pages the page tables map: the fault's page
  * is its access when @account (as chunk_map() counts it), the others are
  * mapped ones unless known already.
  */
@@ -338,114 +312,8 @@ __noinline int resolve_silent(__u64 address)
 	return 0;
 }
 
-/*
- * A fault-around defer_map() kept, once its VMA is found (then kept as the
- * thread's last file VMA): its fault's page, and which of its pages the
- * page tables map, kept in its slot for map_deferred_chunk(). Still busy:
- * kept for the next fault or system call. Unmapped or replaced since, or
- * longer than 64 pages: lost. Global functions (verified once, not again
- * with each caller's states: inlined, with a walk of the page cache, this
- * took the fault and sys_enter programs from 80,000 to 550,000
- * instructions verified on 6.18), and small ones: in one, the chain from
- * the fault program through it to emit_page_run() needed 544 bytes of
- * stack, over the 512 of kernels before v6.13 (6.1 refused it).
- */
-__noinline int find_deferred_slot(__u32 i)
-{
-	struct thread_access *ta = thread_access(false);
-	struct vma_lookup lookup = {};
-	struct deferred_map *slot;
-	long err;
-
-	if (!ta)
-		return 0;
-	slot = &ta->deferred_maps[i & (DEFERRED_MAPS - 1)];
-	lookup.address = slot->address;
-	if (!lookup.address || slot->found)
-		return 0;
-	ta->vma_lookup_calls = mapping_calls;
-	err = bpf_find_vma(current_task(), lookup.address, vma_file_page, &lookup, 0);
-	if (err == -16 /* -EBUSY */)
-		return 0;
-	if (err || lookup.mapping != slot->mapping || lookup.index < slot->start ||
-	    lookup.index > slot->end || slot->end - slot->start >= CHUNK_PAGES) {
-		slot->address = 0;
-		ta->nr_deferred_maps--;
-		on_fault_lost();
-		return 0;
-	}
-	remember_vma(ta, &lookup);
-	slot->index = lookup.index;
-	slot->mapped = ptes_mapped(slot->end - slot->start + 1,
-				   lookup.start + ((slot->start - lookup.pgoff) << page_shift),
-				   &slot->byte_read);
-	slot->found = 1;
-	return 0;
-}
-
-/*
- * A found one's pages in chunk @second (0: the chunk of its first page, 1:
- * the next), into the page states. One chunk a call: with both, the cache
- * tools' chain through it to emit_file_path() was 544 bytes on 6.1.
- */
-__noinline int map_deferred_chunk(__u32 i, __u32 second)
-{
-	struct thread_access *ta = thread_access(false);
-	struct address_space *mapping;
-	struct deferred_map *slot;
-	struct inode *inode;
-	__u64 shift, mapped;
-
-	if (!ta)
-		return 0;
-	slot = &ta->deferred_maps[i & (DEFERRED_MAPS - 1)];
-	if (!slot->address || !slot->found)
-		return 0;
-	/* The range's bits, from its first page on, into the chunk's own. */
-	shift = slot->start & (CHUNK_PAGES - 1);
-	if (!second)
-		mapped = slot->mapped << shift;
-	else
-		mapped = shift ? slot->mapped >> (CHUNK_PAGES - shift) : 0;
-	if (!mapped)
-		return 0;
-	mapping = (struct address_space *)slot->mapping;
-	inode = BPF_CORE_READ(mapping, host);
-	file_id_of(inode, &slot->key.file);
-	slot->key.chunk = (slot->start >> CHUNK_SHIFT) + (second & 1);
-	map_chunk_from_ptes(inode, &slot->key, mapped, slot->index, slot->account);
-	return 0;
-}
-
-/* Deferred fault-around @i, if its VMA is found now; its slot is then freed. */
-static __always_inline void resolve_deferred_map(struct thread_access *ta, __u32 i)
-{
-	struct deferred_map *slot = &ta->deferred_maps[i & (DEFERRED_MAPS - 1)];
-
-	find_deferred_slot(i);
-	if (!slot->address || !slot->found)
-		return;
-	map_deferred_chunk(i, 0);
-	map_deferred_chunk(i, 1);
-	if (ta->fault_state == FAULT_DEFERRED && ta->fault_address == slot->address)
-		ta->fault_state = FAULT_NONE;	/* nothing left of it to resolve */
-	slot->address = 0;
-	slot->found = 0;
-	ta->nr_deferred_maps--;
-}
-
-/* In slot order: each is one fault's, and the page tables, not the order, tell what it mapped. */
-static __always_inline void resolve_deferred_maps(struct thread_access *ta)
-{
-	for (int i = 0; i < DEFERRED_MAPS; i++)
-		if (ta->deferred_maps[i].address)
-			resolve_deferred_map(ta, i);
-}
-
 static __always_inline void resolve_silent_fault(struct thread_access *ta)
 {
-	if (ta->nr_deferred_maps)
-		resolve_deferred_maps(ta);
 	if (ta->fault_folio_check && ta->fault_state == FAULT_RESOLVED)
 		map_fault_folio();
 	if (ta->fault_state != FAULT_STARTED || !ta->fault_address)
@@ -527,18 +395,15 @@ static __always_inline void page_access_fault_start(__u64 address, bool user_mod
 }
 
 /*
- * sched_process_exit, in the exiting thread: a fault-around still waiting
- * for its VMA is lost (a thread killed before its next system call, or
- * busy at its last). Task storage goes with its task, a hash entry does
- * not.
+ * sched_process_exit, in the exiting thread: a served fault's folio still
+ * waiting for its VMA is lost (a thread killed before its next system
+ * call, or busy at its last). Task storage goes with its task, a hash
+ * entry does not.
  */
 static __always_inline void page_access_exit(__u32 tid)
 {
 	struct thread_access *ta = thread_access(false);
 
-	for (int i = 0; ta && i < DEFERRED_MAPS; i++)
-		if (ta->deferred_maps[i].address)
-			on_fault_lost();
 	for (int i = 0; ta && i < DEFERRED_SILENT; i++)
 		if (ta->deferred_addresses[i] & SILENT_SERVED)
 			on_fault_lost();

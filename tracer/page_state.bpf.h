@@ -33,23 +33,8 @@ struct {
 	__type(value, struct page_chunk);
 } page_states SEC(".maps");
 
-/* FAULT_DEFERRED: its fault-around waits for its VMA (defer_map()), and is resolved with it. */
-enum fault_state { FAULT_NONE, FAULT_STARTED, FAULT_RESOLVED, FAULT_DEFERRED };
+enum fault_state { FAULT_NONE, FAULT_STARTED, FAULT_RESOLVED };
 
-/* A fault-around whose VMA lookup failed (defer_map()). */
-struct deferred_map {
-	__u64 address;		/* its fault's; 0: a free slot */
-	__u64 mapping, start, end;
-	__u64 account;		/* its fault's page is the fault's access (not filemap_fault's) */
-	__u64 found;		/* its VMA found: index and mapped are set */
-	__u64 index;		/* its fault's page */
-	__u64 mapped;		/* of its pages, from start on, those the page tables map */
-	/* Scratch of the functions that resolve it, off the stack (512 bytes before v6.13). */
-	struct page_chunk_key key;
-	__u64 byte_read;
-};
-
-#define DEFERRED_MAPS	32
 /*
  * Silent faults and filemap_fault()-served folios kept for the next system
  * call (defer_silent()). Sixteen: a random script's step touches up to 8
@@ -85,9 +70,6 @@ struct thread_access {
 	__u64 vma_start, vma_end, vma_pgoff;
 	__u64 vma_calls;	/* mapping_calls for which it is known current, else NO_CALLS */
 	__u64 vma_lookup_calls;	/* mapping_calls when the lookup in progress began (off the stack) */
-	struct deferred_map deferred_maps[DEFERRED_MAPS]; /* see defer_map() */
-	__u32 nr_deferred_maps;
-	__u32 deferred_slot;	/* FAULT_DEFERRED: the fault's slot */
 };
 
 /* Task-local storage: no hashing on the fault path, freed with the thread. */

@@ -5,10 +5,8 @@
  * that holds an address of the current address space read from its maple
  * tree (mm->mm_mt) without the mmap lock, as lock_vma_under_rcu() reads it.
  * The maple tree is read for a fault-around whose bpf_find_vma() found the
- * mmap lock busy: chromium's threads map and unmap while others fault, and
- * a VMA that no record held was deferred, then often unmapped before the
- * thread's next system call (docs/lab/tracer-measurements.md, "Browsers'
- * lost faults").
+ * mmap lock busy: chromium's threads map and unmap while others fault
+ * (docs/lab/tracer-measurements.md, "Browsers' lost faults").
  *
  * Invariants: a walk reads each node once, top down, as mtree_lookup_walk()
  * does; BPF programs run under rcu_read_lock(), so a node it reaches stays
