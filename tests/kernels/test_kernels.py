@@ -44,6 +44,10 @@ Environment:
   PAGETRACE_KERNELS_FROM   judge the results kept there instead of booting
                            (to rework a judgement without a new run)
   PAGETRACE_KERNELS_BUDGET  seconds for the whole matrix (default 2400)
+  PAGETRACE_KERNELS_ONE_UNTIL  a file: until it exists, one guest at a
+                           time (.ci/run boots the first guest beside the
+                           suite, whose tests mostly leave one CPU idle,
+                           and creates the file when the suite has ended)
 """
 import concurrent.futures
 import datetime
@@ -54,6 +58,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import threading
 
 import pytest
 
@@ -93,6 +98,8 @@ _results = {}    # kernel name -> guest_checks' JSON
 _outcomes = {}   # kernel name -> {check: (outcome, detail)}
 _booting = {}    # kernel name -> the future of its guest's run
 _started = datetime.datetime.now(datetime.timezone.utc)
+_running = threading.Condition()   # guarding _running_guests
+_running_guests = 0
 
 
 # Rows whose kernel lacks the filemap tracepoints: how their fallbacks
@@ -130,7 +137,7 @@ def guest_results(name, wanted=()):
             pool = concurrent.futures.ThreadPoolExecutor(max_workers=PARALLEL)
             for n in boot_order([name, *(n for n in NAMES if n in wanted and n != name)]):
                 if n not in _booting and saved_results(n) is None:
-                    _booting[n] = pool.submit(run_guest, n)
+                    _booting[n] = pool.submit(run_guest_in_turn, n)
             pool.shutdown(wait=False)
         _results[name] = _booting[name].result()
     return _results[name]
@@ -159,6 +166,31 @@ def boot_order(names, quick=None):
 def selected_kernels(session):
     return {item.callspec.params["kernel"] for item in session.items
             if "kernel" in getattr(getattr(item, "callspec", None), "params", {})}
+
+
+def one_at_a_time():
+    """Whether guests boot one at a time for now: while the file named by
+    PAGETRACE_KERNELS_ONE_UNTIL does not exist."""
+    until = os.environ.get("PAGETRACE_KERNELS_ONE_UNTIL")
+    return bool(until) and not os.path.exists(until)
+
+
+def run_guest_in_turn(name):
+    """run_guest(NAME) once a slot is free: any of the PARALLEL, or only
+    the first while one_at_a_time(). The host's checks, which run on the
+    host itself (its page cache, zram, mounts), wait for the file too."""
+    global _running_guests
+    host = kernelvm.kernel(name).is_host
+    with _running:
+        while (_running_guests or host) and one_at_a_time():
+            _running.wait(timeout=5)
+        _running_guests += 1
+    try:
+        return run_guest(name)
+    finally:
+        with _running:
+            _running_guests -= 1
+            _running.notify_all()
 
 
 def run_guest(name):
@@ -812,6 +844,57 @@ def test_guests_boot_longest_first():
         ["6.1", "7.3", "6.12", "5.10", "host"]
     assert boot_order(["host", "5.10", "6.12", "6.1"], quick={"5.10"}) == \
         ["6.12", "6.1", "5.10", "host"]
+
+
+def test_one_guest_at_a_time_until_the_file_exists(tmp_path, monkeypatch):
+    """With PAGETRACE_KERNELS_ONE_UNTIL=FILE a second guest waits while the
+    first runs, until FILE exists; then both run at once."""
+    until = tmp_path / "suite-ended"
+    monkeypatch.setenv("PAGETRACE_KERNELS_ONE_UNTIL", str(until))
+    running, release = [], threading.Event()
+
+    def fake_guest(name):
+        running.append(name)
+        release.wait(timeout=60)
+        return name
+    monkeypatch.setattr(sys.modules[__name__], "run_guest", fake_guest)
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
+    first = pool.submit(run_guest_in_turn, "6.1")
+    second = pool.submit(run_guest_in_turn, "7.3")
+    try:
+        deadline = datetime.datetime.now() + datetime.timedelta(seconds=20)
+        while running != ["6.1"] and datetime.datetime.now() < deadline:
+            threading.Event().wait(0.1)
+        threading.Event().wait(1)
+        assert running == ["6.1"], "the second guest did not wait for the file"
+        until.touch()
+        deadline = datetime.datetime.now() + datetime.timedelta(seconds=20)
+        while len(running) < 2 and datetime.datetime.now() < deadline:
+            threading.Event().wait(0.1)
+        assert running == ["6.1", "7.3"], "the second guest did not start once the file existed"
+    finally:
+        release.set()
+        assert (first.result(timeout=60), second.result(timeout=60)) == ("6.1", "7.3")
+        pool.shutdown()
+
+
+def test_the_host_waits_for_the_file_even_alone(tmp_path, monkeypatch):
+    """The host's checks run on the host: with no guest running they still
+    wait for PAGETRACE_KERNELS_ONE_UNTIL's file."""
+    until = tmp_path / "suite-ended"
+    monkeypatch.setenv("PAGETRACE_KERNELS_ONE_UNTIL", str(until))
+    ran = threading.Event()
+    monkeypatch.setattr(sys.modules[__name__], "run_guest", lambda name: ran.set() or name)
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+    host = pool.submit(run_guest_in_turn, "host")
+    try:
+        assert not ran.wait(timeout=2), "the host's checks did not wait for the file"
+        until.touch()
+        assert ran.wait(timeout=20), "the host's checks did not start once the file existed"
+    finally:
+        until.touch()
+        assert host.result(timeout=60) == "host"
+        pool.shutdown()
 
 
 def test_a_guest_kernel_oops_is_read_from_its_console(tmp_path):
