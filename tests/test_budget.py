@@ -67,15 +67,18 @@ def parse(stdout):
 
 def loadable_programs(obj):
     """The programs of a BPF object that a kernel with tracepoints loads:
-    each tp_btf/ and raw_tp/ function, but the older block_bio_queue's (a
-    kernel has one form of it) and the fentry/fexit fallbacks."""
+    each tp_btf/ and raw_tp/ function, and raw_tp ones that the loader
+    attaches itself (the page-fault program, in section "raw_tp"), but the
+    older block_bio_queue's (a kernel has one form of it) and the
+    fentry/fexit fallbacks."""
     out = subprocess.run(["readelf", "-SsW", obj], capture_output=True, text=True,
                          check=True).stdout
     sections = dict(re.findall(r"^\s*\[\s*(\d+)\]\s+(\S+)", out, re.M))
     names = set()
     for ndx, name in re.findall(r"^\s*\d+: \S+ +\d+ FUNC +GLOBAL +DEFAULT +(\d+) (\S+)$",
                                 out, re.M):
-        if sections.get(ndx, "").startswith(("tp_btf/", "raw_tp/")) and \
+        section = sections.get(ndx, "")
+        if (section == "raw_tp" or section.startswith(("tp_btf/", "raw_tp/"))) and \
                 not name.endswith("_after_queue"):
             names.add(name)
     return names

@@ -170,6 +170,42 @@ json.dump(present_pages(map_address({f!r}), {npages}), open({str(out)!r}, "w"))
     assert causes == {"fault"}
 
 
+def test_faults_taken_in_the_kernel(data_dir, tmp_path):
+    """Pages of a cached, mapped file that only the kernel touches: each is
+    written from the mapping into a pipe, so that the copy from user memory
+    takes the fault in kernel mode (exceptions:page_fault_kernel) and
+    fault-around serves it from the cache. As for user-mode faults
+    (test_mmap_touches), the written pages are accesses and the rest of what
+    fault-around mapped is mapped; a kernel-mode fault not seen leaves its
+    page mapped only."""
+    f = os.path.join(data_dir, "written.bin")
+    npages = 16 * MiB // PAGE
+    write_file(f, 16 * MiB)
+    with open(f, "rb") as cached:
+        while cached.read(MiB):
+            pass
+    touched = [i * 512 + 100 for i in range(8)]  # 2 MiB apart
+    out = tmp_path / "present.json"
+    trace, _, _ = run_used(tmp_path, *python_cmd(PAGEMAP_HELPER.format(page=PAGE) + f"""
+import json
+fd = os.open({f!r}, os.O_RDONLY)
+m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+view = memoryview(m)
+r, w = os.pipe()  # 8 pages: within the pipe's capacity, never read
+for page in {touched!r}:
+    assert os.write(w, view[page * {PAGE}:(page + 1) * {PAGE}]) == {PAGE}
+json.dump(present_pages(map_address({f!r}), {npages}), open({str(out)!r}, "w"))
+"""))
+    check_v2_shape(trace)
+    present = set(json.loads(out.read_text()))
+    assert set(touched) <= present
+    assert trace.kind_set(f, "access") == set(touched)
+    assert trace.kind_set(f, "map") == present - set(touched)
+    assert trace.kind_set(f, "map"), "fault-around mapped nothing: the test lost its point"
+    causes = {r[3][4] for r in trace.records if r[1] == f and r[3][0] in ("access", "map")}
+    assert causes == {"fault"}
+
+
 MMAP_CONTEND = os.path.join(REPO, "samples", ".output", "mmap-contend")
 
 

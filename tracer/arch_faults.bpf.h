@@ -21,8 +21,9 @@
  * than once; x86's tracepoints fire once: the retries after VM_FAULT_RETRY
  * (FAULT_FLAG_TRIED), and the call under the mmap lock after one under the
  * VMA lock that could not finish (v6.4 "arm64/mm: try VMA lock-based page
- * fault handling first"), for the same address, are not new faults. One program per mode, as the
- * tracepoints are split; the mode is user_mode(regs).
+ * fault handling first"), for the same address, are not new faults. One program per mode, each
+ * attached in place of one of x86's two tracepoints (attach_choice.h, ATTACH_FAULT); the mode is
+ * user_mode(regs).
  */
 #ifndef PAGETRACE_ARCH_FAULTS_BPF_H
 #define PAGETRACE_ARCH_FAULTS_BPF_H

@@ -54,13 +54,15 @@ void attach_choice_find(struct attach_choice *c, const struct btf *vmlinux, bool
 	if (proto) {
 		bool older = c->older_params && btf_vlen(proto) == c->older_params;
 
+		bool btf;
+
 		if (older && !c->older_btf_prog)
 			return;
-
-		c->chosen = use_btf ? (older ? c->older_btf_prog : c->btf_prog) :
-				      (older ? c->older_raw_prog : c->raw_prog);
-		c->how = use_btf ? (older ? "tp_btf(older form)" : "tp_btf") :
-				   (older ? "raw_tp(older form)" : "raw_tp");
+		btf = use_btf && (older || c->btf_prog);
+		c->chosen = btf ? (older ? c->older_btf_prog : c->btf_prog) :
+				  (older ? c->older_raw_prog : c->raw_prog);
+		c->how = btf ? (older ? "tp_btf(older form)" : "tp_btf") :
+			       (older ? "raw_tp(older form)" : "raw_tp");
 		return;
 	}
 	if (c->function && c->function_prog && function_proto(vmlinux, c->function)) {
@@ -142,16 +144,30 @@ void attach_choice_functions(struct attach_choice *c, int n, const struct btf *v
 	}
 }
 
-void attach_choice_set_autoload(const struct attach_choice *c, bool load)
+void attach_choice_set_autoload(const struct attach_choice *c, int n, const bool *loaded)
 {
-	struct bpf_program *progs[] = { c->btf_prog, c->raw_prog, c->older_btf_prog,
-					c->older_raw_prog, c->function_prog, c->kprobe_prog,
-					c->kretprobe_prog };
+	/* Every program of every row off, then the chosen ones on: a program
+	 * two rows share loads when either row does. */
+	for (int i = 0; i < n; i++) {
+		struct bpf_program *progs[] = { c[i].btf_prog, c[i].raw_prog, c[i].older_btf_prog,
+						c[i].older_raw_prog, c[i].function_prog,
+						c[i].kprobe_prog, c[i].kretprobe_prog };
 
-	for (size_t i = 0; i < sizeof(progs) / sizeof(progs[0]); i++)
-		if (progs[i])
-			bpf_program__set_autoload(progs[i], load && (progs[i] == c->chosen ||
-								     progs[i] == c->chosen_return));
+		for (size_t j = 0; j < sizeof(progs) / sizeof(progs[0]); j++)
+			if (progs[j])
+				bpf_program__set_autoload(progs[j], false);
+	}
+	for (int i = 0; i < n; i++) {
+		if (loaded[i] && c[i].chosen)
+			bpf_program__set_autoload(c[i].chosen, true);
+		if (loaded[i] && c[i].chosen_return)
+			bpf_program__set_autoload(c[i].chosen_return, true);
+	}
+}
+
+bool attach_choice_by_loader(const struct attach_choice *c)
+{
+	return c->chosen && strcmp(bpf_program__section_name(c->chosen), "raw_tp") == 0;
 }
 
 void attach_choice_print(FILE *f, const char *tool, const struct attach_choice *c, int n,

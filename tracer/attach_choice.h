@@ -71,14 +71,19 @@ struct attach_choice {
 	ATTACH_FILEMAP(p, "mm_filemap_get_pages", get_pages, "filemap_get_pages", fexit_get_pages, \
 		       (p)->kretprobe_get_pages)
 /*
- * The fault tracepoints are x86's; on arm64, a kprobe on handle_mm_fault()
- * where the tracepoint is missing (arch_faults.bpf.h).
+ * The fault tracepoints are x86's: one raw_tp program, raw_page_fault, for
+ * both rows, in tp_btf loads too (programs.bpf.h), which the loader
+ * attaches to each (attach_choice_by_loader). On arm64, a kprobe
+ * kprobe_NAME on handle_mm_fault() where the tracepoint is missing
+ * (arch_faults.bpf.h).
  */
 #if defined(__aarch64__)
 #define ATTACH_FAULT(p, tp, name) \
-	ATTACH_OR_FUNCTION(p, tp, "exceptions", name, "handle_mm_fault", kprobe_##name)
+	{ .tracepoint = tp, .group = "exceptions", .raw_prog = (p)->raw_page_fault, \
+	  .function = "handle_mm_fault", .function_prog = (p)->kprobe_##name }
 #else
-#define ATTACH_FAULT(p, tp, name) ATTACH_TRACEPOINT(p, tp, "exceptions", name)
+#define ATTACH_FAULT(p, tp, name) \
+	{ .tracepoint = tp, .group = "exceptions", .raw_prog = (p)->raw_page_fault }
 #endif
 #define ATTACH_PAGE_ACCESS(p) \
 	ATTACH_FILEMAP(p, "mm_filemap_map_pages", map_pages, "filemap_map_pages", fexit_map_pages, \
@@ -87,7 +92,11 @@ struct attach_choice {
 	ATTACH_FAULT(p, "page_fault_kernel", fault_kernel), \
 	ATTACH_TRACEPOINT(p, "sys_enter", "raw_syscalls", read_syscall)
 
-/* Find how @c attaches on the kernel described by @vmlinux (sets how, chosen). */
+/*
+ * Find how @c attaches on the kernel described by @vmlinux (sets how,
+ * chosen): a row without a tp_btf program takes its raw_tp one in tp_btf
+ * loads too.
+ */
 void attach_choice_find(struct attach_choice *c, const struct btf *vmlinux, bool use_btf);
 /*
  * The function fallbacks chosen among @c's @n rows, all as kprobes or none
@@ -96,8 +105,17 @@ void attach_choice_find(struct attach_choice *c, const struct btf *vmlinux, bool
  * (a test knob: the kprobes on a kernel that has fentry too).
  */
 void attach_choice_functions(struct attach_choice *c, int n, const struct btf *vmlinux);
-/* Load @c's chosen program if @load, and none of its others. */
-void attach_choice_set_autoload(const struct attach_choice *c, bool load);
+/*
+ * Load the chosen programs of @c's @n rows where @loaded, and none of their
+ * others; two rows may choose one program (ATTACH_FAULT).
+ */
+void attach_choice_set_autoload(const struct attach_choice *c, int n, const bool *loaded);
+/*
+ * Does the loader attach @c's chosen program itself, to @c's tracepoint?
+ * So for a raw_tp program whose section names no tracepoint: libbpf's
+ * skeleton attaches it to none, and it may serve several rows.
+ */
+bool attach_choice_by_loader(const struct attach_choice *c);
 /* With -v: one line naming how each loaded attach point (@loaded NULL: all) attaches. */
 void attach_choice_print(FILE *f, const char *tool, const struct attach_choice *c, int n,
 			 const bool *loaded);

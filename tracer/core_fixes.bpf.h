@@ -385,6 +385,22 @@ static __always_inline struct kthread *task_kthread(struct task_struct *task)
 }
 
 /*
+ * x86's user_mode(regs) (arch/x86/include/asm/ptrace.h, 64-bit): the trap
+ * came from user mode when the low two bits of the saved cs, its privilege
+ * level, are not 0. cs was an unsigned long until v6.9 "x86/ptrace: Cleanup
+ * the definition of the pt_regs structure" (Xin Li, for FRED) made it a u16
+ * in a union with csx; its low 16 bits are the same either way
+ * (little-endian). A flavour: other architectures' pt_regs have no cs (the
+ * arm64 build's vmlinux.h), and only x86 loads a program that reads it.
+ */
+struct pt_regs___x86 { __u16 cs; } CORE_FLAVOUR;
+
+static __always_inline bool x86_user_mode(struct pt_regs *regs)
+{
+	return (BPF_CORE_READ((struct pt_regs___x86 *)regs, cs) & 3) != 0;
+}
+
+/*
  * v3.2 "vfs: protect i_nlink" made i_nlink a const alias of __i_nlink;
  * read the writable name, which every kernel we can run on has.
  */

@@ -110,8 +110,8 @@ static int choose(struct engine *e, void *skel, const struct btf *vmlinux, bool 
 			missing++;
 		}
 		loaded[i] = c[i].how && p[i].load;
-		attach_choice_set_autoload(&c[i], loaded[i]);
 	}
+	attach_choice_set_autoload(c, e->nr_points, loaded);
 	if (missing || e->configure(skel, vmlinux, arg))
 		return -ENOENT;
 	return 0;
@@ -143,6 +143,19 @@ static int load_chosen(struct engine *e, void *skel, const struct bpf_object_ope
 	return err;
 }
 
+/* The loaded rows of @c whose program the loader attaches itself, kept in @e. */
+static void keep_loader_rows(struct engine *e, const struct attach_choice *c, const bool *loaded)
+{
+	e->nr_by_loader = 0;
+	for (int i = 0; i < e->nr_points; i++) {
+		if (!loaded[i] || !attach_choice_by_loader(&c[i]))
+			continue;
+		e->by_loader[e->nr_by_loader].program = bpf_program__name(c[i].chosen);
+		e->by_loader[e->nr_by_loader].tracepoint = c[i].tracepoint;
+		e->by_loader[e->nr_by_loader++].link = NULL;
+	}
+}
+
 /* open -> choose -> set up -> load, with either the tp_btf or the raw_tp programs. */
 static void *open_and_load(struct engine *e, const void *arg, bool use_btf, bool times, int *err)
 {
@@ -163,6 +176,7 @@ static void *open_and_load(struct engine *e, const void *arg, bool use_btf, bool
 						e->budget_config, use_btf ? "tp_btf" : "raw_tp");
 	if (*err)
 		goto fail;
+	keep_loader_rows(e, c, loaded);
 	if (e->verbose)
 		attach_choice_print(stderr, e->tool, c, e->nr_points, loaded);
 	btf__free(vmlinux);
@@ -227,9 +241,35 @@ out:
 	return skel;
 }
 
+/* The loaded program named @name, in whichever object loaded it; or NULL. */
+static struct bpf_program *loaded_program(struct engine *e, const char *name)
+{
+	struct bpf_object *objs[2];
+	int n = split_objects(&e->programs, objs);
+
+	for (int i = 0; i < n; i++) {
+		struct bpf_program *prog = bpf_object__find_program_by_name(objs[i], name);
+
+		if (prog && bpf_program__fd(prog) >= 0)
+			return prog;
+	}
+	return NULL;
+}
+
 int engine_attach(struct engine *e)
 {
-	return split_attach(&e->programs);
+	int err = split_attach(&e->programs);
+
+	for (int i = 0; i < e->nr_by_loader && !err; i++) {
+		struct bpf_program *prog = loaded_program(e, e->by_loader[i].program);
+		struct bpf_link *link = prog ? bpf_program__attach_raw_tracepoint(
+			prog, e->by_loader[i].tracepoint) : NULL;
+
+		if (!link)
+			err = prog ? -errno : -ENOENT;
+		e->by_loader[i].link = link;
+	}
+	return err;
 }
 
 void engine_cost(struct engine *e, struct bpf_cost *cost)
@@ -241,6 +281,9 @@ void engine_cost(struct engine *e, struct bpf_cost *cost)
 
 void engine_unload(struct engine *e)
 {
+	for (int i = 0; i < e->nr_by_loader; i++)
+		bpf_link__destroy(e->by_loader[i].link);
+	e->nr_by_loader = 0;
 	split_destroy(&e->programs);
 }
 

@@ -70,6 +70,13 @@ struct engine {
 	struct split programs;		/* the loaded programs */
 	const char *flavour;		/* "tp_btf" or "raw_tp", once loaded */
 	const char *budget_tool, *budget_config;	/* --budget: the row's; NULL: not measuring */
+	/* The rows whose program the loader attaches itself (attach_choice_by_loader). */
+	struct {
+		const char *program;	/* its name (the main skeleton's string) */
+		const char *tracepoint;
+		struct bpf_link *link;	/* once attached; destroyed at unload */
+	} by_loader[ENGINE_MAX_POINTS];
+	int nr_by_loader;
 	int budget_over;
 };
 

@@ -13,6 +13,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/bpf_core_read.h>
+#include "core_fixes.bpf.h"
 #include "page_math.bpf.h"
 #include "sinks.bpf.h"
 #include "traced_tasks.bpf.h"
@@ -63,18 +64,25 @@ static __always_inline int handle_sys_enter(struct pt_regs *regs, long id)
  * Which page faulted (page_fault_*), what fault-around mapped (map_pages),
  * and where a system call starts (sys_enter): the last fault has ended, a
  * read call starts, or a call that may map a file.
+ *
+ * x86's exceptions:page_fault_user and page_fault_kernel have one program,
+ * raw_page_fault, raw_tp in tp_btf loads too: a tp_btf program is bound to
+ * one tracepoint when it is loaded, a raw_tp program attaches to any
+ * number. Its section names no tracepoint, so libbpf attaches it to none;
+ * the loader attaches it to each row that chose it (attach_choice.h,
+ * ATTACH_FAULT). The mode is x86's user_mode(regs), the test by which
+ * trace_page_fault_entries() fires one tracepoint or the other.
  */
 #define PAGE_ACCESS_PROGRAMS()							\
 	TRACEPOINT_PROGRAMS(map_pages, "mm_filemap_map_pages",				\
 			    handle_map_pages(mapping, start, end, NULL),		\
 			    struct address_space *mapping, unsigned long start,		\
 			    unsigned long end)						\
-	TRACEPOINT_PROGRAMS(fault_user, "page_fault_user", handle_page_fault(address, true),	\
-			    unsigned long address, struct pt_regs *regs,		\
-			    unsigned long error_code)					\
-	TRACEPOINT_PROGRAMS(fault_kernel, "page_fault_kernel",				\
-			    handle_page_fault(address, false), unsigned long address,		\
-			    struct pt_regs *regs, unsigned long error_code)		\
+	SEC("raw_tp")									\
+	int BPF_PROG(raw_page_fault, unsigned long address, struct pt_regs *regs)	\
+	{										\
+		return handle_page_fault(address, x86_user_mode(regs));		\
+	}										\
 	TRACEPOINT_PROGRAMS(read_syscall, "sys_enter", handle_sys_enter(regs, id),	\
 			    struct pt_regs *regs, long id)
 
