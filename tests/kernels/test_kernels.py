@@ -44,6 +44,9 @@ Environment:
   PAGETRACE_KERNELS_FROM   judge the results kept there instead of booting
                            (to rework a judgement without a new run)
   PAGETRACE_KERNELS_BUDGET  seconds for the whole matrix (default 2400)
+  PAGETRACE_KERNELS_KPROBE_CHECKS  of 6.1's checks with the fallbacks
+                           forced to kprobes (guest_checks.KPROBE_CHECKS),
+                           only these (default: all; .ci/run names four)
   PAGETRACE_KERNELS_ONE_UNTIL  a file: until it exists, one guest at a
                            time (.ci/run boots the first guest beside the
                            suite, whose tests mostly leave one CPU idle,
@@ -105,8 +108,13 @@ _running_guests = 0
 # Rows whose kernel lacks the filemap tracepoints: how their fallbacks
 # attach is checked (-v), and where the kernel has fentry (x86-64), the
 # cache tools' checks and the budget again with the fallbacks forced to
-# kprobes (guest_checks.KPROBE_CHECKS), as arm64 6.1 attaches them.
-KPROBE_ROWS = {"6.1": guest_checks.ATTACH_CHECKS, "arm64-6.1": ["attach_ways"]}
+# kprobes (guest_checks.KPROBE_CHECKS), as arm64 6.1 attaches them; of
+# those, only PAGETRACE_KERNELS_KPROBE_CHECKS where it names some.
+KPROBE_SUBSET = os.environ.get("PAGETRACE_KERNELS_KPROBE_CHECKS", "").split()
+KPROBE_ROWS = {"6.1": [c for c in guest_checks.ATTACH_CHECKS
+                       if c not in guest_checks.KPROBE_CHECKS or not KPROBE_SUBSET
+                       or c in KPROBE_SUBSET],
+               "arm64-6.1": ["attach_ways"]}
 
 
 def checks_of(name):
