@@ -186,7 +186,7 @@ def test_faults_taken_in_the_kernel(data_dir, tmp_path):
             pass
     touched = [i * 512 + 100 for i in range(8)]  # 2 MiB apart
     out = tmp_path / "present.json"
-    trace, _, _ = run_used(tmp_path, *python_cmd(PAGEMAP_HELPER.format(page=PAGE) + f"""
+    trace, _, _ = run_used(tmp_path, "-x", *python_cmd(PAGEMAP_HELPER.format(page=PAGE) + f"""
 import json
 fd = os.open({f!r}, os.O_RDONLY)
 m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
