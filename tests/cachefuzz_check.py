@@ -291,8 +291,11 @@ MAX_SKIPPED_FILES = 0.01
 # The matrix's guests: khugepaged collapses under Debian's THP "always"
 # (7.3) and reclaim in a 3 GiB guest make more undecidable: 0 to 7 of
 # about 796 file runs in CI's runs of 2026-11-27/28, then 10 (7.3, ext4,
-# in the CI of 0a3cc5b, with 0 mismatches).
-MAX_SKIPPED_FILES_IN_GUESTS = 0.02
+# in the CI of 0a3cc5b, with 0 mismatches). They grow with the guest's
+# time a step: on the VM of 2026-11-30, whose TCG ran the random scripts
+# 2.4 to 3.5 times slower, 2 to 17 (6.1 2 and 5, 6.12 7 and 7, 7.3 11 and
+# 17 of 794; 0 mismatches in 23,594 counts; docs/lab/random-scripts.md).
+MAX_SKIPPED_FILES_IN_GUESTS = 0.04
 # ... and at least this many, for the small runs (arm64's quick check: 50
 # seeds, about 190 file runs, where 1% is one): 3 of 190 in CI's arm64
 # 6.12 guest, 2026-11-28, 0 mismatches in that run.

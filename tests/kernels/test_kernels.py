@@ -868,11 +868,11 @@ def test_one_guest_at_a_time_until_the_file_exists(tmp_path, monkeypatch):
     monkeypatch.setattr(sys.modules[__name__], "run_guest", fake_guest)
     pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
     first = pool.submit(run_guest_in_turn, "6.1")
-    second = pool.submit(run_guest_in_turn, "7.3")
+    deadline = datetime.datetime.now() + datetime.timedelta(seconds=20)
+    while running != ["6.1"] and datetime.datetime.now() < deadline:
+        threading.Event().wait(0.1)
+    second = pool.submit(run_guest_in_turn, "7.3")   # once the first runs
     try:
-        deadline = datetime.datetime.now() + datetime.timedelta(seconds=20)
-        while running != ["6.1"] and datetime.datetime.now() < deadline:
-            threading.Event().wait(0.1)
         threading.Event().wait(1)
         assert running == ["6.1"], "the second guest did not wait for the file"
         until.touch()
