@@ -181,10 +181,11 @@ static __always_inline void vma_from_thread(const struct thread_access *ta,
  * it has ended the tree is read first (vma_lookup_after_fault()).
  * Else, or failing that, the thread's last file VMA found is kept, and a
  * failed lookup uses it when the address lies in it; the caller's check
- * that the page lies in fault-around's range catches a VMA replaced since. The last VMA needs no lookup at all while no call
- * that may map a file has started since it was found (mapping_calls,
- * read_calls.bpf.h): the fault storm's fault-arounds then take no mmap
- * lock (bench/bench_trace.py --profile).
+ * that the page lies in fault-around's range catches a VMA replaced since.
+ * The last VMA needs no lookup at all while no call that may map a file
+ * has started since it was found (mapping_calls, read_calls.bpf.h): the
+ * fault storm's fault-arounds then take no mmap lock (bench/bench_trace.py
+ * --profile).
  */
 static __always_inline void fault_vma(struct thread_access *ta, struct vma_lookup *lookup,
 				      bool in_fault)

@@ -40,6 +40,7 @@ struct vma_lookup {
 	__u64 pgoff;
 };
 
+/* The current task's address space (its mm_struct), as a number. */
 static __always_inline __u64 current_mm(void)
 {
 	return (__u64)BPF_CORE_READ((struct task_struct *)bpf_get_current_task(), mm);

@@ -111,6 +111,9 @@ _running_guests = 0
 # kprobes (guest_checks.KPROBE_CHECKS), as arm64 6.1 attaches them; of
 # those, only PAGETRACE_KERNELS_KPROBE_CHECKS where it names some.
 KPROBE_SUBSET = os.environ.get("PAGETRACE_KERNELS_KPROBE_CHECKS", "").split()
+if set(KPROBE_SUBSET) - set(guest_checks.KPROBE_CHECKS):
+    raise pytest.UsageError("PAGETRACE_KERNELS_KPROBE_CHECKS: not in guest_checks.KPROBE_CHECKS: "
+                            + " ".join(sorted(set(KPROBE_SUBSET) - set(guest_checks.KPROBE_CHECKS))))
 KPROBE_ROWS = {"6.1": [c for c in guest_checks.ATTACH_CHECKS
                        if c not in guest_checks.KPROBE_CHECKS or not KPROBE_SUBSET
                        or c in KPROBE_SUBSET],
