@@ -43,6 +43,7 @@ import json
 import os
 import platform
 import random
+import re
 import shutil
 import signal
 import subprocess
@@ -50,7 +51,6 @@ import sys
 import tempfile
 import threading
 import time
-from array import array
 
 PAGE = os.sysconf("SC_PAGE_SIZE")
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -60,9 +60,13 @@ FILESYSTEMS = ("ext4", "xfs")
 # two pages can lie 7 MiB (28 chunks) apart as in issue 20.
 MAX_FILE_PAGES = 3072
 READ_AHEAD_KB = (0, 4, 16, 32, 128, 512, 2048)
-# One file system per tool and batch: room for the files of 100 scripts
-# (up to 3 of 12 MiB each); zram stores only what is written, compressed.
+# One file system per tool and batch: room for the files of 200 scripts
+# (seeds 1-10,000 in batches of 200: 1.24 GiB at most, about 1 GiB mostly);
+# zram stores only what is written, compressed.
 FS_MIB = 4096
+# Scripts per tool invocation: the matrix's 200 a file system in one (a
+# batch's mkfs, loads and interpreter starts take 30 s in a TCG guest).
+BATCH = 200
 
 
 def fail(what, why):
@@ -201,6 +205,32 @@ def _madvise(addr, length, advice):
         raise OSError(ctypes.get_errno(), "madvise")
 
 
+# A pagemap entry's last byte with its bit 7 (the entry's bit 63, present) set.
+_PRESENT = re.compile(b"[\x80-\xff]")
+
+
+def _proc_fd(path):
+    """@path, opened once by this process: the steps read the same /proc
+    files thousands of times. Per process: a child's /proc/self is its own."""
+    return _proc_fd_of(path, os.getpid())
+
+
+@functools.lru_cache(maxsize=None)
+def _proc_fd_of(path, pid):
+    return os.open(path, os.O_RDONLY)
+
+
+def _proc_text(path):
+    """The whole of a /proc file, read again from its start."""
+    fd, chunks, at = _proc_fd(path), [], 0
+    while True:
+        chunk = os.pread(fd, 1 << 16, at)
+        if not chunk:
+            return b"".join(chunks).decode()
+        chunks.append(chunk)
+        at += len(chunk)
+
+
 def ranges(pages):
     """Pages as [[first, end), ...]: residency of a big file is a few runs,
     not thousands of numbers."""
@@ -223,18 +253,19 @@ class File:
         self.mapping = None
 
     def resident(self):
-        """mincore(2), through a mapping of its own that touches nothing."""
-        return {i for i, r in enumerate(cache.mincore_vector(self.fd, self.size)) if r}
+        """[[first, end), ...] resident, by mincore(2) through a mapping of
+        its own that touches nothing."""
+        return [list(run) for run in cache.runs_in_vector(
+            cache.mincore_vector(self.fd, self.size))]
 
     def mapped(self):
-        """The script mapping's pages in this process's page tables."""
+        """The script mapping's pages in this process's page tables: those
+        whose pagemap entry (8 bytes, little-endian) has bit 63 set."""
         if self.mapping is None:
             return set()
-        entries = array("Q")
-        with open("/proc/self/pagemap", "rb", buffering=0) as pm:
-            entries.frombytes(os.pread(pm.fileno(), 8 * self.npages,
-                                       self.mapping // PAGE * 8))
-        return {i for i, e in enumerate(entries) if e >> 63}
+        entries = os.pread(_proc_fd("/proc/self/pagemap"), 8 * self.npages,
+                           self.mapping // PAGE * 8)
+        return {m.start() for m in _PRESENT.finditer(entries[7::8])}
 
     def map(self):
         if self.mapping is None and self.size:
@@ -256,13 +287,12 @@ class File:
 
 def sectors_read(device):
     name = os.path.basename(device)
-    with open("/proc/diskstats") as f:
-        for line in f:
-            fields = line.split()
-            if fields[2] == name:
-                # Wait for reads in flight (a loop device completes them
-                # later; zram at once) so that bytes match residency.
-                return int(fields[5]), int(fields[11])
+    for line in _proc_text("/proc/diskstats").splitlines():
+        fields = line.split()
+        if fields[2] == name:
+            # Wait for reads in flight (a loop device completes them
+            # later; zram at once) so that bytes match residency.
+            return int(fields[5]), int(fields[11])
     raise OSError(f"{device} not in /proc/diskstats")
 
 
@@ -272,12 +302,8 @@ def collapses():
     mapped file's 2 MiB block reads the block's missing pages in
     khugepaged's own context: device reads that are not the script's
     (Debian's 7.3 runs THP "always": tests/cachefuzz_check.py)."""
-    with open("/proc/vmstat") as f:
-        for line in f:
-            name, _, value = line.partition(" ")
-            if name == "thp_collapse_alloc":
-                return int(value)
-    return 0
+    found = re.search(r"^thp_collapse_alloc (\d+)$", _proc_text("/proc/vmstat"), re.M)
+    return int(found.group(1)) if found else 0
 
 
 @functools.lru_cache(maxsize=None)
@@ -304,12 +330,8 @@ def khugepaged_reads():
     path = _khugepaged_io()
     if path is None:
         return 0
-    with open(path) as f:
-        for line in f:
-            name, _, value = line.partition(": ")
-            if name == "read_bytes":
-                return int(value)
-    return 0
+    found = re.search(r"^read_bytes: (\d+)$", _proc_text(path), re.M)
+    return int(found.group(1)) if found else 0
 
 
 def device_sectors(device):
@@ -389,7 +411,7 @@ def _do(step, files, device, log):
     seen["sectors"] = device_sectors(device) - before
     seen["collapses"] = collapses() - collapses_before
     seen["khugepaged_reads"] = khugepaged_reads() - khugepaged_before
-    seen["resident"] = [ranges(g.resident()) for g in files]
+    seen["resident"] = [g.resident() for g in files]
     log.append(seen)
 
 
@@ -517,7 +539,7 @@ def exec_plan(plan_path, out_path, gate=False):
     for i, script in enumerate(plan["scripts"]):
         files = opened[i] if gate else _open_script(script, knob)
         log = [{"op": "start", "sectors": 0,
-                "resident": [ranges(g.resident()) for g in files]}]
+                "resident": [g.resident() for g in files]}]
         try:
             for step in script["steps"]:
                 _do(step, files, device, log)
@@ -695,10 +717,12 @@ def run_batch(scripts, fstype, tools, scratch, kind="auto"):
     """Both tools over @scripts, each on a fresh @fstype; the raw results."""
     result = {"fs": fstype}
     for tool in ("cachetop", "trace"):
+        started = time.monotonic()
         with fresh_filesystem(fstype, workdir=scratch, kind=kind) as (mountpoint, device):
             where = os.path.join(mountpoint, tool)
             os.mkdir(where)
             planned = create_files(scripts, where)
+            made = time.monotonic()
             plan = os.path.join(scratch, f"plan-{fstype}-{tool}.json")
             seen = os.path.join(scratch, f"seen-{fstype}-{tool}.json")
             with open(plan, "w") as f:
@@ -728,6 +752,8 @@ def run_batch(scripts, fstype, tools, scratch, kind="auto"):
                 result[f"{tool}_seen"] = json.load(f)
             result[f"{tool}_paths"] = {s["seed"]: s["paths"] for s in planned}
             result[f"{tool}_device"] = device
+        sys.stderr.write(f" [files {made - started:.1f} s, {tool} {time.monotonic() - made:.1f} s]")
+        sys.stderr.flush()
     return result
 
 
@@ -805,8 +831,8 @@ def main(argv=None):
     p = sub.add_parser("run", help="run scripts under the tools (root; stdlib only)")
     p.add_argument("--seed", type=int, required=True, help="first seed")
     p.add_argument("--count", type=int, default=1, help="scripts (default 1)")
-    p.add_argument("--batch", type=int, default=100,
-                   help="scripts per tool invocation and filesystem (default 100)")
+    p.add_argument("--batch", type=int, default=BATCH,
+                   help=f"scripts per tool invocation and filesystem (default {BATCH})")
     p.add_argument("--fs", default=",".join(FILESYSTEMS),
                    help="file system types, comma-separated (default ext4,xfs)")
     p.add_argument("--json", required=True, metavar="OUT", help="results file")

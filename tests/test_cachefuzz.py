@@ -6,8 +6,10 @@ exactly with what mincore, pagemap, /proc/diskstats and cachestat(2) say
 `make fuzz-cache SEED=N` replays one seed; `make fuzz-cache-long` runs
 10,000 (docs/tracer.md).
 """
+import ctypes
 import json
 import os
+import struct
 import subprocess
 import sys
 import time
@@ -17,6 +19,7 @@ import pytest
 from conftest import REPO, require_root
 import cachefuzz
 import cachefuzz_check
+from pagecache_util import resident_pages
 
 SEEDS = range(1, 101)
 
@@ -175,3 +178,42 @@ def test_cachestat_beside_a_run_is_read_as_it_prints(tmp_path):
     assert done.exists(), "the stand-in's writes blocked: its stdout was not read"
     assert beside.stop() == {"hits": 4001, "misses": 8002, "dirties": 0, "mapped": 0,
                              "lost": 0}
+
+
+def test_mapped_and_resident_are_the_kernels_in_each_process(tmp_path):
+    """File.mapped() decodes /proc/self/pagemap's present bit, and a forked
+    child reads its own page tables, not the parent's (a shared file
+    mapping's entries are not copied at fork); File.resident() is
+    mincore's residency as runs. Checked against pagemap read here with
+    struct, and tests/pagecache_util.py's mincore."""
+    path = tmp_path / "f"
+    path.write_bytes(os.urandom(16 * cachefuzz.PAGE))
+    f = cachefuzz.File(str(path))
+    try:
+        os.posix_fadvise(f.fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        os.pread(f.fd, 1, 3 * cachefuzz.PAGE)
+        addr = f.map()
+        assert f.mapped() == set()
+        ctypes.string_at(addr + 3 * cachefuzz.PAGE, 1)
+
+        def present():
+            with open("/proc/self/pagemap", "rb") as pm:
+                pm.seek(addr // cachefuzz.PAGE * 8)
+                raw = pm.read(8 * f.npages)
+            return {i for i, (e,) in enumerate(struct.iter_unpack("<Q", raw)) if e >> 63}
+        parent = f.mapped()
+        assert 3 in parent and parent == present()
+        reader, writer = os.pipe()
+        pid = os.fork()
+        if pid == 0:
+            os.write(writer, json.dumps([sorted(f.mapped()), sorted(present())]).encode())
+            os._exit(0)
+        os.close(writer)
+        child, child_truth = json.loads(os.read(reader, 1 << 16))
+        os.waitpid(pid, 0)
+        assert child == child_truth and 3 not in child
+        runs = f.resident()
+        assert {p for first, end in runs for p in range(first, end)} == resident_pages(str(path))
+        assert all(end < next_first for (_, end), (next_first, _) in zip(runs, runs[1:]))
+    finally:
+        f.close()

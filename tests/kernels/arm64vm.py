@@ -29,7 +29,6 @@ import gzip
 import os
 import shlex
 import shutil
-import struct
 import subprocess
 import sys
 
@@ -86,7 +85,7 @@ def fetch(k, btf_only=False):
         subprocess.run(["depmod", "-a", "-b", _modules_base(k), k.release()], check=True)
         open(os.path.join(k.root, ".unpacked"), "w").close()
     if not os.path.exists(k.btf):
-        save_btf(k)
+        kernelvm.save_btf(k, kernel_image(k))
     if btf_only:
         return k.image()
     if not os.path.exists(k.initrd) or os.path.getmtime(k.initrd) < os.path.getmtime(__file__):
@@ -105,35 +104,6 @@ def kernel_image(k):
     with open(k.image(), "rb") as f:
         data = f.read()
     return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
-
-
-def find_btf(image):
-    """The kernel's BTF blob in IMAGE (the .BTF section, which the Image
-    carries in full, as the kernel exposes it at /sys/kernel/btf/vmlinux):
-    the first well-formed BTF header (magic 0xeB9F, version 1, 24-byte
-    header) whose string section ends in a NUL and whose first string is
-    the empty one. None when there is none."""
-    magic = b"\x9f\xeb\x01\x00\x18\x00\x00\x00"
-    at = image.find(magic)
-    while at >= 0:
-        type_off, type_len, str_off, str_len = struct.unpack_from("<4I", image, at + 8)
-        size = 24 + str_off + str_len
-        body = image[at + 24:at + size]
-        if (type_off == 0 and str_off >= type_len and len(body) == str_off + str_len
-                and body[str_off:str_off + 1] == b"\0" and body[-1:] == b"\0"):
-            return image[at:at + size]
-        at = image.find(magic, at + 1)
-    return None
-
-
-def save_btf(k):
-    blob = find_btf(kernel_image(k))
-    if blob is None:
-        print(f"kernels: {k.name}: no BTF in {k.image()}", file=sys.stderr)
-        return
-    with open(k.btf + ".tmp", "wb") as f:
-        f.write(blob)
-    os.replace(k.btf + ".tmp", k.btf)
 
 
 def root_dir():

@@ -19,6 +19,7 @@ compares them (tests/cachefuzz_check.py).
 """
 import argparse
 import contextlib
+import hashlib
 import json
 import os
 import shlex
@@ -455,8 +456,13 @@ def check_of(checks, name):
 
 
 def kernel_facts():
-    return {"release": os.uname().release, "btf": os.path.exists("/sys/kernel/btf/vmlinux"),
-            "cachestat_syscall": have_cachestat()}
+    btf = "/sys/kernel/btf/vmlinux"
+    facts = {"release": os.uname().release, "btf": os.path.exists(btf),
+             "cachestat_syscall": have_cachestat()}
+    if facts["btf"]:
+        with open(btf, "rb") as f:
+            facts["btf_sha256"] = hashlib.sha256(f.read()).hexdigest()
+    return facts
 
 
 @contextlib.contextmanager

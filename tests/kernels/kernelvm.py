@@ -13,14 +13,17 @@ behind a tmpfs in the guest, and the guest reads the modules from here):
 The machine's own apt sources, lists and cache are never touched.
 """
 import glob
+import lzma
 import os
 import re
 import shlex
 import shutil
+import struct
 import subprocess
 import sys
 import tempfile
 import time
+import zlib
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 REPO = os.path.dirname(os.path.dirname(HERE))
@@ -180,7 +183,7 @@ def fetch(k, btf_only=False):
         subprocess.run(["depmod", "-a", "-b", base, release], check=True)
         open(os.path.join(k.root, ".unpacked"), "w").close()
     if not os.path.exists(k.btf):
-        _save_guest_btf(k)
+        save_btf(k, bzimage_payload(k.image()))
     return k.image()
 
 
@@ -192,17 +195,65 @@ def _save_host_btf(k):
         shutil.copyfile("/sys/kernel/btf/vmlinux", k.btf)
 
 
-def _save_guest_btf(k):
-    """The kernel's BTF as the kernel itself exposes it (the vmlinuz is
-    compressed; booting once is simpler than unpacking it)."""
-    with tempfile.TemporaryDirectory(prefix="pagetrace-btf-") as scratch:
-        result = boot(k, ["cp", "/sys/kernel/btf/vmlinux", "vmlinux.btf"],
-                      scratch=scratch, timeout=300)
-        if result.returncode == 0:
-            shutil.copyfile(os.path.join(scratch, "vmlinux.btf"), k.btf)
-        else:
-            print(f"kernels: {k.name}: no BTF saved: {result.stderr.strip()}",
-                  file=sys.stderr)
+def save_btf(k, image):
+    """K's BTF, cut out of IMAGE, its uncompressed kernel: byte for byte
+    what the booted kernel gives at /sys/kernel/btf/vmlinux (the matrix
+    checks it). For x86, IMAGE is the vmlinuz's payload (xz up to Debian
+    12, zstd from 13 on): no boot under TCG for it."""
+    blob = find_btf(image)
+    if blob is None:
+        print(f"kernels: {k.name}: no BTF in {k.image()}", file=sys.stderr)
+        return
+    with open(k.btf + ".tmp", "wb") as f:
+        f.write(blob)
+    os.replace(k.btf + ".tmp", k.btf)
+
+
+# The payload's first bytes (the compressor's magic), for those Debian uses.
+_XZ, _ZSTD, _GZIP = b"\xfd7zXZ\x00", b"\x28\xb5\x2f\xfd", b"\x1f\x8b\x08"
+
+
+def bzimage_payload(path):
+    """The uncompressed kernel in the bzImage at PATH: its payload is the
+    first stream with a known magic after the setup code; a stream found
+    by its magic by chance fails to decompress and the next is tried."""
+    with open(path, "rb") as f:
+        data = f.read()
+    starts = sorted((at, magic) for magic in (_XZ, _ZSTD, _GZIP)
+                    for at in [data.find(magic)] if at >= 0)
+    for at, magic in starts:
+        try:
+            if magic == _XZ:
+                return lzma.LZMADecompressor().decompress(data[at:])
+            if magic == _GZIP:
+                return zlib.decompressobj(16 + zlib.MAX_WBITS).decompress(data[at:])
+            # A zstd frame followed by the bzImage's trailer: zstd writes
+            # the frame's content, then complains of the rest.
+            out = subprocess.run(["zstd", "-dcq"], input=data[at:], capture_output=True).stdout
+            if out:
+                return out
+        except (lzma.LZMAError, zlib.error):
+            continue
+    return b""
+
+
+def find_btf(image):
+    """The kernel's BTF blob in IMAGE (the .BTF section, carried in full,
+    as the kernel exposes it at /sys/kernel/btf/vmlinux): the first
+    well-formed BTF header (magic 0xeB9F, version 1, 24-byte header) whose
+    string section ends in a NUL and whose first string is the empty one.
+    None when there is none."""
+    magic = b"\x9f\xeb\x01\x00\x18\x00\x00\x00"
+    at = image.find(magic)
+    while at >= 0:
+        type_off, type_len, str_off, str_len = struct.unpack_from("<4I", image, at + 8)
+        size = 24 + str_off + str_len
+        body = image[at + 24:at + size]
+        if (type_off == 0 and str_off >= type_len and len(body) == str_off + str_len
+                and body[str_off:str_off + 1] == b"\0" and body[-1:] == b"\0"):
+            return image[at:at + size]
+        at = image.find(magic, at + 1)
+    return None
 
 
 class Result:

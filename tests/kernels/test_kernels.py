@@ -48,12 +48,17 @@ Environment:
                            forced to kprobes (guest_checks.KPROBE_CHECKS),
                            only these (default: all; .ci/run names four)
   PAGETRACE_KERNELS_ONE_UNTIL  a file: until it exists, one guest at a
-                           time (.ci/run boots the first guest beside the
-                           suite, whose tests mostly leave one CPU idle,
-                           and creates the file when the suite has ended)
+                           time, and not the host's checks (.ci/run boots
+                           the first guest beside the suite, whose tests
+                           mostly leave one CPU idle, and creates the file
+                           when the suite has ended)
+  PAGETRACE_KERNELS_HOST_UNTIL  a file: until it exists, not the host's
+                           checks (.ci/run's later steps run beside the
+                           guests, on the host)
 """
 import concurrent.futures
 import datetime
+import hashlib
 import json
 import os
 import re
@@ -179,21 +184,35 @@ def selected_kernels(session):
             if "kernel" in getattr(getattr(item, "callspec", None), "params", {})}
 
 
+def waiting_for(variable):
+    """Whether the file named by the environment's @variable is awaited:
+    named, and not there yet."""
+    until = os.environ.get(variable)
+    return bool(until) and not os.path.exists(until)
+
+
 def one_at_a_time():
     """Whether guests boot one at a time for now: while the file named by
     PAGETRACE_KERNELS_ONE_UNTIL does not exist."""
-    until = os.environ.get("PAGETRACE_KERNELS_ONE_UNTIL")
-    return bool(until) and not os.path.exists(until)
+    return waiting_for("PAGETRACE_KERNELS_ONE_UNTIL")
+
+
+def host_waits():
+    """Whether the host's checks, which run on the host itself (its page
+    cache, zram, mounts, cgroups), wait: for PAGETRACE_KERNELS_ONE_UNTIL's
+    file, and for PAGETRACE_KERNELS_HOST_UNTIL's (.ci/run's steps after
+    the suite run beside the guests, not beside the host's checks)."""
+    return one_at_a_time() or waiting_for("PAGETRACE_KERNELS_HOST_UNTIL")
 
 
 def run_guest_in_turn(name):
     """run_guest(NAME) once a slot is free: any of the PARALLEL, or only
-    the first while one_at_a_time(). The host's checks, which run on the
-    host itself (its page cache, zram, mounts), wait for the file too."""
+    the first while one_at_a_time(); the host's checks once not
+    host_waits(), even alone."""
     global _running_guests
     host = kernelvm.kernel(name).is_host
     with _running:
-        while (_running_guests or host) and one_at_a_time():
+        while (_running_guests and one_at_a_time()) or (host and host_waits()):
             _running.wait(timeout=5)
         _running_guests += 1
     try:
@@ -658,7 +677,7 @@ def judge_self_check(c, results):
 # --- the randomized ground truth (tests/cachefuzz.py) -----------------------
 
 # cachefuzz.py run's progress, which a failure's line follows on one line.
-FUZZ_PROGRESS = re.compile(r"^cachefuzz: \w+: seeds \d+-\d+ \.\.\.( [\d.]+ s\n)?", re.M)
+FUZZ_PROGRESS = re.compile(r"^cachefuzz: \w+: seeds \d+-\d+ \.\.\.( \[[^]\n]*\])*( [\d.]+ s\n)?", re.M)
 
 
 def replay(kernel, fstype, seed):
@@ -795,6 +814,20 @@ def test_kernel_check(kernel, tool, check, judge, request):
     outcomes[tool, check] = ("passed", detail or "")
 
 
+@pytest.mark.parametrize("kernel", NAMES)
+def test_the_saved_btf_is_the_booted_kernels(kernel, request):
+    """The BTF tests/kernels/fetch saved (cut out of the kernel's image by
+    kernelvm.save_btf) is byte for byte what the booted kernel gives at
+    /sys/kernel/btf/vmlinux."""
+    results = guest_results(kernel, selected_kernels(request.session))
+    if "boot_error" in results:
+        raise AssertionError(f"kernel {kernel}: {results['boot_error']}")
+    booted = results["kernel"].get("btf_sha256")
+    assert booted, f"kernel {kernel}: the guest's results give no BTF digest"
+    with open(kernelvm.kernel(kernel).btf, "rb") as f:
+        assert hashlib.sha256(f.read()).hexdigest() == booted
+
+
 def test_self_check_judge_passes_only_exit_0_with_nothing_refused():
     """judge_self_check on made-up doctor outputs: all vouched passes, and
     so do columns or a cache tool not available for what the kernel lacks,
@@ -905,6 +938,28 @@ def test_the_host_waits_for_the_file_even_alone(tmp_path, monkeypatch):
     finally:
         until.touch()
         assert host.result(timeout=60) == "host"
+        pool.shutdown()
+
+
+def test_the_host_waits_for_its_own_file_beside_guests(tmp_path, monkeypatch):
+    """With PAGETRACE_KERNELS_HOST_UNTIL=FILE the host's checks wait for
+    FILE even once guests run two at a time; a guest does not."""
+    monkeypatch.setenv("PAGETRACE_KERNELS_ONE_UNTIL", str(tmp_path / "suite-ended"))
+    (tmp_path / "suite-ended").touch()
+    until = tmp_path / "steps-ended"
+    monkeypatch.setenv("PAGETRACE_KERNELS_HOST_UNTIL", str(until))
+    ran = []
+    monkeypatch.setattr(sys.modules[__name__], "run_guest", lambda name: ran.append(name) or name)
+    pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
+    host = pool.submit(run_guest_in_turn, "host")
+    try:
+        assert pool.submit(run_guest_in_turn, "6.12").result(timeout=20) == "6.12"
+        threading.Event().wait(1)
+        assert ran == ["6.12"], "the host's checks did not wait for their file"
+        until.touch()
+        assert host.result(timeout=20) == "host"
+    finally:
+        until.touch()
         pool.shutdown()
 
 

@@ -25,6 +25,7 @@ explains resident pages; pagecache_cli.py is the command line.
 import ctypes
 import errno
 import os
+import re
 from collections import namedtuple
 # The files' side, and the names 0.2's pagetrace.cache had (startup-bench
 # reads traces and collects files through this module).
@@ -147,9 +148,19 @@ def mincore_vector(fd, size):
         if _libc.mincore(addr, size, vec) != 0:
             err = ctypes.get_errno()
             raise OSError(err, "mincore: " + os.strerror(err))
-        return bytes(b & 1 for b in vec)
+        return bytes(vec).translate(_LOW_BIT)
     finally:
         _libc.munmap(addr, size)
+
+
+# mincore's byte per page: bit 0 is residency, the others are reserved.
+_LOW_BIT = bytes(b & 1 for b in range(256))
+_RESIDENT_RUN = re.compile(b"\x01+")
+
+
+def runs_in_vector(vec):
+    """A mincore_vector() as half-open runs [(first, end), ...] of resident pages."""
+    return [m.span() for m in _RESIDENT_RUN.finditer(vec)]
 
 
 def runs_of_pages(pages):
@@ -171,8 +182,7 @@ def resident_ranges(fd, size, method):
     """
     npages = pages_in(size)
     if method == METHOD_MINCORE:
-        vec = mincore_vector(fd, size)
-        return runs_of_pages(i for i in range(npages) if vec[i])
+        return runs_in_vector(mincore_vector(fd, size))
     runs = []
 
     def walk(first, end):
