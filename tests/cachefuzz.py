@@ -789,6 +789,9 @@ def cmd_run(args):
     for name in ("cachetop", "trace", "cachestat"):
         if not os.access(os.path.join(tools, name), os.X_OK):
             fail(os.path.join(tools, name), "not built (run make)")
+    # A kernel the tools refuse, before any file is written (a batch's
+    # files take a minute to write in a TCG guest): cachestat says why.
+    Cachestat(tools).stop()
     out = os.path.abspath(args.json)
     scratch = args.scratch or os.path.dirname(out)
     seeds = list(range(args.seed, args.seed + args.count))

@@ -66,6 +66,12 @@ def khugepaged_activity(since=None):
     return {k: v - since[k] for k, v in now.items()} if since else now
 
 
+def uptime():
+    """Seconds since boot (/proc/uptime), as the console's printk times count."""
+    with open("/proc/uptime") as f:
+        return float(f.read().split()[0])
+
+
 def reclaimed_so_far():
     """Pages the kernel reclaimed since boot (/proc/vmstat pgsteal_*)."""
     with open("/proc/vmstat") as f:
@@ -499,13 +505,18 @@ def main():
             # kills at its timeout still tells which checks finished and
             # which one was running.
             save(args.out, dict(results, running=name))
-            start = time.monotonic()
+            start, reclaimed_before = time.monotonic(), reclaimed_so_far()
             try:
                 results["checks"][name] = check_of(Checks(args.tools, work, out_dir, args.fuzz_seeds),
                                                    name)()
             except Exception:
                 results["checks"][name] = {"error": traceback.format_exc()}
-            results["checks"][name]["seconds"] = round(time.monotonic() - start, 1)
+            # For a second boot after a kernel failure (test_kernels.py's
+            # run_guest): which checks ended before it, and what they saw
+            # reclaimed.
+            results["checks"][name].update(
+                seconds=round(time.monotonic() - start, 1), uptime_end=uptime(),
+                pages_reclaimed=reclaimed_so_far() - reclaimed_before)
             print(f"guest_checks: {name}: {results['checks'][name]['seconds']} s",
                   file=sys.stderr, flush=True)
             loopimg.run("rm", "-rf", work)

@@ -408,6 +408,26 @@ def _lockup(console):
     return None
 
 
+_STAMP = re.compile(r"^\[\s*(\d+\.\d+)\]")
+
+
+def failed_since(log):
+    """The guest's uptime (the printk time, seconds) when its kernel began
+    to fail as _lockup() reports it, read from the console's LOG (a
+    Result's console): an oops's time, or a soft lockup's report time less
+    the seconds it says it was stuck; None when there is neither."""
+    lines = log.splitlines()
+    for line in reversed(lines):
+        m, stamp = _LOCKUP.search(line), _STAMP.search(line)
+        if m and stamp and int(m.group(2)) >= LOCKUP_S:
+            return float(stamp.group(1)) - int(m.group(2))
+    for line in lines:
+        stamp = _STAMP.search(line)
+        if stamp and (_OOPS.search(line) or _BUG.search(line)):
+            return float(stamp.group(1))
+    return None
+
+
 def _wait(proc, timeout, started, start_timeout, console):
     """Waits for PROC to end, TIMEOUT seconds at most. Returns (booted,
     lockup): booted false when STARTED did not appear within START_TIMEOUT

@@ -22,7 +22,12 @@ guest is stopped when what is left of it runs out; the checks it finished
 are judged, the rest fail. A guest that has not started its checks 5
 minutes into its boot is stopped and booted once more: CI's run of
 2026-11-27 00:06 UTC waited 70 minutes on 7.3's guest, whose console ended
-at 1.04 s into the boot (hpet0's line), under TCG.
+at 1.04 s into the boot (hpet0's line), under TCG. A guest whose kernel
+oopses or locks up is stopped and booted once more for the checks that had
+not ended before the failure (the console's time against each check's
+/proc/uptime at its end); those that had are kept (CI of 2026-11-30 05:06
+UTC: 7.3's first boot oopsed in bpf_trace_run2, the guest took 31.2 min,
+and the second ran all of them again).
 
 Environment:
   PAGETRACE_KERNELS_TOOLS  directory of trace, cachetop, cachestat
@@ -223,6 +228,35 @@ def run_guest_in_turn(name):
             _running.notify_all()
 
 
+# Seconds between a check's end and its kernel's failure for the check to be
+# kept: the console's printk times and /proc/uptime are two clocks.
+FAILURE_MARGIN_S = 5
+
+
+def ended_before(out, failed_at):
+    """The checks of a guest's results file OUT (written after each check)
+    that ended FAILURE_MARGIN_S before its kernel failed at FAILED_AT
+    (uptime, seconds); none when either time is unknown."""
+    if failed_at is None or not os.path.exists(out):
+        return {}
+    with open(out) as f:
+        checks = json.load(f)["checks"]
+    return {name: c for name, c in checks.items()
+            if c.get("uptime_end", failed_at) < failed_at - FAILURE_MARGIN_S}
+
+
+def resume(results, kept):
+    """A second boot's RESULTS completed with the checks KEPT from the
+    first: the reclaim the first boot's non-random checks saw is added to
+    the kernel's (exact_ground_truth()), and the kept checks are named."""
+    results["checks"].update(kept)
+    k = results["kernel"]
+    k["pages_reclaimed_during_checks"] = k.get("pages_reclaimed_during_checks", 0) + sum(
+        c.get("pages_reclaimed", 0) for name, c in kept.items()
+        if name not in guest_checks.FUZZ_CHECKS)
+    results["kept_from_first_boot"] = sorted(kept)
+
+
 def run_guest(name):
     """Boots kernel NAME, runs its checks in it, and compares the
     randomized scripts' observations (which need the host's venv) while
@@ -233,21 +267,25 @@ def run_guest(name):
         started = datetime.datetime.now()
         tools = arm64vm.tools_dir() if name in ARM64 else TOOLS
         argv = ["/usr/bin/python3", guest_checks.__file__, "--tools", tools, "--out", out,
-                "--fuzz-seeds", *map(str, FUZZ_SEEDS), "--only", *checks_of(name)]
-        lockups = []
+                "--fuzz-seeds", *map(str, FUZZ_SEEDS), "--only"]
+        checks, lockups, kept = checks_of(name), [], {}
         for attempt in (1, 2):
             # A boot that hangs (TCG, now and then) is tried once more; so is
             # a guest whose kernel locked up or oopsed, and that is kept in its
-            # results (docs/kernels.md shows it).
+            # results (docs/kernels.md shows it): then the checks that ended
+            # before the kernel failed are kept, and only the others run again.
             if os.path.exists(out):
                 os.unlink(out)
             left = BUDGET - (datetime.datetime.now(datetime.timezone.utc) - _started).total_seconds()
-            result = kernelvm.boot(k, argv, scratch, timeout=max(60, int(min(GUEST_TIMEOUT, left))),
+            result = kernelvm.boot(k, argv + [c for c in checks if c not in kept], scratch,
+                                   timeout=max(60, int(min(GUEST_TIMEOUT, left))),
                                    memory=GUEST_MEMORY, started=out)
             if result.lockup and attempt == 1:
                 lockups.append(result.lockup)
+                kept = ended_before(out, kernelvm.failed_since(result.console))
                 print(f"kernels: {name}: the guest's kernel failed ({result.lockup});"
-                      " booting it once more", file=sys.stderr)
+                      f" booting it once more for the {len(checks) - len(kept)} checks"
+                      " that had not ended before", file=sys.stderr)
                 continue
             if result.booted:
                 break
@@ -267,6 +305,8 @@ def run_guest(name):
         results["guest_seconds"] = round((datetime.datetime.now() - started).total_seconds())
         if lockups:
             results["lockups"] = lockups
+        if kept:
+            resume(results, kept)
         for check in guest_checks.FUZZ_CHECKS:
             c = results["checks"].get(check, {})
             if c.get("report"):
@@ -963,6 +1003,48 @@ def test_the_host_waits_for_its_own_file_beside_guests(tmp_path, monkeypatch):
         pool.shutdown()
 
 
+def test_a_second_boot_runs_only_the_checks_the_failure_cut(monkeypatch):
+    """A first boot whose kernel oopsed at 50.0 s: the check that ended at
+    10 s is kept, the one that ended at 48 s (within FAILURE_MARGIN_S) and
+    the one never run are run by the second boot; the first boot's reclaim
+    is added to the second's."""
+    boots = []
+
+    def fake_boot(k, argv, scratch, **kw):
+        only = argv[argv.index("--only") + 1:]
+        boots.append(only)
+        out = argv[argv.index("--out") + 1]
+        checks = {c: {"seconds": 1.0, "uptime_end": t, "pages_reclaimed": 3}
+                  for c, t in zip(only, (10.0, 48.0, 60.0))}
+        with open(out, "w") as f:
+            json.dump({"kernel": {"cachestat_syscall": False,
+                                  "pages_reclaimed_during_checks": 0}, "checks": checks}, f)
+        if len(boots) == 1:
+            return kernelvm.Result(125, "", "", "[   50.000] Oops: 0010 [#1]\n[   50.1] RIP: 0010:f+0x1/0x2",
+                                   lockup="Oops, an oops, at f+0x1/0x2")
+        return kernelvm.Result(0, "", "", "")
+    monkeypatch.setattr(kernelvm, "boot", fake_boot)
+    monkeypatch.setattr(sys.modules[__name__], "checks_of", lambda name: ["a", "b", "c"])
+    results = run_guest("6.1")
+    assert boots == [["a", "b", "c"], ["b", "c"]]
+    assert sorted(results["checks"]) == ["a", "b", "c"]
+    assert results["checks"]["a"]["uptime_end"] == 10.0       # the first boot's
+    assert results["checks"]["b"]["uptime_end"] == 10.0       # the second's first
+    assert results["kept_from_first_boot"] == ["a"]
+    assert results["kernel"]["pages_reclaimed_during_checks"] == 3
+    assert results["lockups"] == ["Oops, an oops, at f+0x1/0x2"]
+
+
+def test_the_failure_time_is_read_from_the_console():
+    """kernelvm.failed_since: an oops's printk time; a soft lockup's report
+    time less the seconds stuck; none without either."""
+    oops = "[    1.0] Linux\n[  900.5] BUG: kernel NULL pointer\n[  900.6] Oops: 0010 [#1]"
+    assert kernelvm.failed_since(oops) == 900.5
+    stuck = f"[ 1000.0] watchdog: BUG: soft lockup - CPU#0 stuck for {kernelvm.LOCKUP_S}s! [cat:1]"
+    assert kernelvm.failed_since(stuck) == 1000.0 - kernelvm.LOCKUP_S
+    assert kernelvm.failed_since("[    1.0] Linux") is None
+
+
 def test_a_guest_kernel_oops_is_read_from_its_console(tmp_path):
     """kernelvm._lockup on a console of 6.1 under TCG (2026-11-29, CI):
     the first oops, its BUG line, and for a call to address 0 the frame
@@ -1311,8 +1393,11 @@ def render(outcomes, results):
                          "(boot included).")
             lines.append("")
         for lockup in results.get(name, {}).get("lockups", []):
-            lines.append(f"A first boot's kernel failed ({lockup}); these results are "
-                         "the second boot's.")
+            kept = results[name].get("kept_from_first_boot", [])
+            lines.append(f"A first boot's kernel failed ({lockup}); "
+                         + (f"the {len(kept)} checks that had ended before it are the first "
+                            "boot's, the others the second's." if kept else
+                            "these results are the second boot's."))
             lines.append("")
         if "boot_error" in results.get(name, {}):
             lines.append("Did not boot or run the checks: "
