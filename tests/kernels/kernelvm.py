@@ -428,6 +428,15 @@ def failed_since(log):
     return None
 
 
+def failure_report(log, before=5, after=45):
+    """The console LOG's lines around its first oops (or BUG) or last soft
+    lockup: what a kernel failure's diagnosis starts from; "" if none."""
+    lines = log.splitlines()
+    at = next((i for i in range(len(lines) - 1, -1, -1) if _LOCKUP.search(lines[i])),
+              next((i for i, l in enumerate(lines) if _OOPS.search(l) or _BUG.search(l)), None))
+    return "" if at is None else "\n".join(lines[max(0, at - before):at + after])
+
+
 def _wait(proc, timeout, started, start_timeout, console):
     """Waits for PROC to end, TIMEOUT seconds at most. Returns (booted,
     lockup): booted false when STARTED did not appear within START_TIMEOUT

@@ -285,7 +285,8 @@ def run_guest(name):
                 kept = ended_before(out, kernelvm.failed_since(result.console))
                 print(f"kernels: {name}: the guest's kernel failed ({result.lockup});"
                       f" booting it once more for the {len(checks) - len(kept)} checks"
-                      " that had not ended before", file=sys.stderr)
+                      " that had not ended before; its console then:\n"
+                      + kernelvm.failure_report(result.console), file=sys.stderr)
                 continue
             if result.booted:
                 break
@@ -1037,12 +1038,16 @@ def test_a_second_boot_runs_only_the_checks_the_failure_cut(monkeypatch):
 
 def test_the_failure_time_is_read_from_the_console():
     """kernelvm.failed_since: an oops's printk time; a soft lockup's report
-    time less the seconds stuck; none without either."""
+    time less the seconds stuck; none without either. failure_report: the
+    lines from the failure's first."""
     oops = "[    1.0] Linux\n[  900.5] BUG: kernel NULL pointer\n[  900.6] Oops: 0010 [#1]"
     assert kernelvm.failed_since(oops) == 900.5
     stuck = f"[ 1000.0] watchdog: BUG: soft lockup - CPU#0 stuck for {kernelvm.LOCKUP_S}s! [cat:1]"
     assert kernelvm.failed_since(stuck) == 1000.0 - kernelvm.LOCKUP_S
     assert kernelvm.failed_since("[    1.0] Linux") is None
+    assert kernelvm.failure_report(oops) == oops
+    assert kernelvm.failure_report(oops, before=0, after=1) == "[  900.5] BUG: kernel NULL pointer"
+    assert kernelvm.failure_report("[    1.0] Linux") == ""
 
 
 def test_a_guest_kernel_oops_is_read_from_its_console(tmp_path):
