@@ -8,6 +8,7 @@
  * directories and mounts become the path views of paths.c.
  */
 #define _GNU_SOURCE
+#include <errno.h>
 #include <limits.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -36,12 +37,20 @@ static const char *runtime_running(void)
 	return system("docker version >/dev/null 2>&1") == 0 ? "docker" : "podman";
 }
 
-/* An id from the events, if one came: the container is being created. */
+/*
+ * An id from the events, if one came: the container is being created. The
+ * events' end (the runtime's client gone) closes them, and the wait
+ * inspects the container by name instead.
+ */
 static bool created_id(char *id, size_t size)
 {
 	char line[256];
 	ssize_t n = events_fd >= 0 ? read(events_fd, line, sizeof(line) - 1) : -1;
 
+	if (n == 0 || (n < 0 && events_fd >= 0 && errno != EAGAIN && errno != EINTR)) {
+		container_events_close(events_fd, events_pid);
+		events_fd = -1, events_pid = -1;
+	}
 	if (n <= 0)
 		return false;
 	line[n] = '\0';
@@ -91,7 +100,7 @@ static int trace_cgroup(struct trace_bpf *skel, const char *dir)
 	__atomic_store_n(&skel->bss->target_cgroup_id, opts.target.cgroup.id, __ATOMIC_RELEASE);
 	opts.target.cgroup_path = opts.target.cgroup.path;
 	container_events_close(events_fd, events_pid);
-	events_fd = -1;
+	events_fd = -1, events_pid = -1;	/* reaped: closed once */
 	return 0;
 }
 
@@ -175,6 +184,6 @@ void container_target_free(void)
 {
 	container_cgroups_free(&seen);
 	container_events_close(events_fd, events_pid);
-	events_fd = -1;
+	events_fd = -1, events_pid = -1;
 	container_free(&container);
 }
