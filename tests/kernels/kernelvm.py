@@ -389,6 +389,22 @@ def _rip(lines):
     return rip
 
 
+def _failure(lines):
+    """Where the console's LINES report the kernel failing: (first line,
+    report line, seconds stuck) for its last soft lockup of LOCKUP_S
+    seconds or more, else for its first oops (its first line the BUG line
+    just before, if any); None when neither."""
+    for i in range(len(lines) - 1, -1, -1):
+        m = _LOCKUP.search(lines[i])
+        if m and int(m.group(2)) >= LOCKUP_S:
+            return i, i, int(m.group(2))
+    for i, line in enumerate(lines):
+        if _OOPS.search(line):
+            bug = [j for j in range(max(0, i - 5), i) if _BUG.search(lines[j])]
+            return (bug[0] if bug else i), i, 0
+    return None
+
+
 def _lockup(console):
     """The console's last soft-lockup report of LOCKUP_S seconds or more,
     or its first oops, with the instruction it was at; or None."""
@@ -396,16 +412,14 @@ def _lockup(console):
         lines = open(console, errors="replace").read().splitlines()
     except OSError:
         return None
-    for i in range(len(lines) - 1, -1, -1):
-        m = _LOCKUP.search(lines[i])
-        if m and int(m.group(2)) >= LOCKUP_S:
-            return f"{m.group(1)} at {_rip(lines[i:i + 40])}"
-    for i, line in enumerate(lines):
-        if _OOPS.search(line):
-            bug = next((_BUG.search(l).group(1) for l in lines[max(0, i - 5):i]
-                        if _BUG.search(l)), "an oops")
-            return f"Oops, {bug}, at {_rip(lines[i:i + 40])}"
-    return None
+    found = _failure(lines)
+    if found is None:
+        return None
+    first, at, stuck = found
+    if stuck:
+        return f"{_LOCKUP.search(lines[at]).group(1)} at {_rip(lines[at:at + 40])}"
+    bug = _BUG.search(lines[first]) if first != at else None
+    return f"Oops, {bug.group(1) if bug else 'an oops'}, at {_rip(lines[at:at + 40])}"
 
 
 _STAMP = re.compile(r"^\[\s*(\d+\.\d+)\]")
@@ -417,24 +431,17 @@ def failed_since(log):
     Result's console): an oops's time, or a soft lockup's report time less
     the seconds it says it was stuck; None when there is neither."""
     lines = log.splitlines()
-    for line in reversed(lines):
-        m, stamp = _LOCKUP.search(line), _STAMP.search(line)
-        if m and stamp and int(m.group(2)) >= LOCKUP_S:
-            return float(stamp.group(1)) - int(m.group(2))
-    for line in lines:
-        stamp = _STAMP.search(line)
-        if stamp and (_OOPS.search(line) or _BUG.search(line)):
-            return float(stamp.group(1))
-    return None
+    found = _failure(lines)
+    stamp = found and _STAMP.search(lines[found[0]])
+    return float(stamp.group(1)) - found[2] if stamp else None
 
 
 def failure_report(log, before=5, after=45):
-    """The console LOG's lines around its first oops (or BUG) or last soft
-    lockup: what a kernel failure's diagnosis starts from; "" if none."""
+    """The console LOG's lines from where _lockup()'s failure begins: what
+    a kernel failure's diagnosis starts from; "" if none."""
     lines = log.splitlines()
-    at = next((i for i in range(len(lines) - 1, -1, -1) if _LOCKUP.search(lines[i])),
-              next((i for i, l in enumerate(lines) if _OOPS.search(l) or _BUG.search(l)), None))
-    return "" if at is None else "\n".join(lines[max(0, at - before):at + after])
+    found = _failure(lines)
+    return "" if found is None else "\n".join(lines[max(0, found[0] - before):found[0] + after])
 
 
 def _wait(proc, timeout, started, start_timeout, console):
