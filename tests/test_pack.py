@@ -13,6 +13,8 @@ import glob
 import json
 import os
 import random
+import select
+import signal
 import stat
 import subprocess
 import sys
@@ -28,7 +30,7 @@ from pagecache_util import cached_since_eviction
 
 sys.path.insert(0, os.path.join(REPO, "analysis"))
 from pagetrace.core import packfile, tracefile  # noqa: E402
-from pagetrace.tools import launch, launch_plan, packexport, packrecord, throttle  # noqa: E402
+from pagetrace.tools import launch, launch_plan, packexport, packrecord, packruntime, throttle  # noqa: E402,E501
 
 PAGETRACE = os.path.join(REPO, "scripts", "pagetrace")
 APP = os.path.join(REPO, "samples", ".output", "startup-app")
@@ -762,6 +764,115 @@ def test_read_ahead_restored_on_error_and_sigterm(tmp_path):
     knob.write_text("0\n")
     assert packrecord.restore_read_ahead(str(journal)) == [str(knob)]
     assert knob.read_text() == "4096\n" and not journal.exists()
+
+
+KILLED_PACK = """
+import sys; sys.path.insert(0, sys.argv[1])
+from pagetrace.tools import packrecord
+packrecord.DROP_CACHES = sys.argv[4]
+target = ("--cgroup", "/sys/fs/cgroup/none") if sys.argv[5] == "target" else ()
+packrecord.record_runs(["true"], 1, sys.argv[2], sys.argv[3], True, target, daemons=())
+"""
+
+
+def _ended(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("mode", ["command", "target"])
+def test_a_pack_killed_by_sigkill_leaves_no_trace_running(tmp_path, mode):
+    """The traces a pack starts (the command's; a target's and its
+    starter's) end when the pack dies of SIGKILL, which no handler sees."""
+    pids = tmp_path / "pids"
+    tracer = tmp_path / "fake-trace"
+    tracer.write_text("#!/bin/sh\n"
+                      f"echo $$ >> {pids}\n"
+                      f"echo '{packruntime.TRACE_READY}' >&2\n"
+                      "exec sleep 60\n")
+    tracer.chmod(0o755)
+    pack = subprocess.Popen([sys.executable, "-c", KILLED_PACK, os.path.join(REPO, "analysis"),
+                             str(tmp_path), str(tracer), str(tmp_path / "drop_caches"), mode])
+    wanted = 2 if mode == "target" else 1
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and (
+            not pids.exists() or len(pids.read_text().split()) < wanted):
+        time.sleep(0.05)
+    started = pids.read_text().split()
+    assert len(started) == wanted, started
+    pack.kill()
+    pack.wait()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline and not all(map(_ended, started)):
+        time.sleep(0.05)
+    left = [p for p in started if not _ended(p)]
+    for pid in left:
+        os.kill(int(pid), signal.SIGKILL)
+    assert left == [], "traces left running after the pack's SIGKILL"
+
+
+def _recording(knob, journal):
+    """A process in read_ahead_set(0, [KNOB], JOURNAL): prints the values
+    it saved once inside, and leaves when a line comes on its stdin."""
+    script = (f"import json, sys; sys.path.insert(0, {os.path.join(REPO, 'analysis')!r})\n"
+              "from pagetrace.tools import packrecord\n"
+              f"with packrecord.read_ahead_set(0, [{str(knob)!r}], {str(journal)!r}) as saved:\n"
+              "    print(json.dumps(saved), flush=True)\n"
+              "    sys.stdin.readline()\n")
+    return subprocess.Popen([sys.executable, "-c", script], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def _inside(proc, timeout):
+    """The values PROC saved, once it is inside; None if not in TIMEOUT s."""
+    if not select.select([proc.stdout], [], [], timeout)[0]:
+        return None
+    return json.loads(proc.stdout.readline())
+
+
+def _first_recording(tmp_path):
+    """A knob at 8192, its journal, and a recording inside that saved it."""
+    knob, journal = tmp_path / "read_ahead_kb", tmp_path / "journal.json"
+    knob.write_text("8192\n")
+    first = _recording(knob, journal)
+    assert _inside(first, 30) == {str(knob): "8192"}
+    return knob, journal, first
+
+
+@pytest.mark.unit
+def test_a_killed_recordings_read_ahead_is_put_back_before_the_next_reads_it(tmp_path):
+    knob, journal, killed = _first_recording(tmp_path)
+    killed.kill()
+    killed.wait()
+    assert knob.read_text() == "0\n" and journal.exists()
+    with packrecord.read_ahead_set(0, [str(knob)], str(journal)) as saved:
+        assert saved == {str(knob): "8192"} and knob.read_text() == "0\n"
+    assert knob.read_text() == "8192\n" and not journal.exists()
+
+
+@pytest.mark.unit
+def test_two_recordings_take_turns_and_the_first_value_comes_back(tmp_path):
+    knob, journal, first = _first_recording(tmp_path)
+    second = _recording(knob, journal)
+    try:
+        assert _inside(second, 1.0) is None, "the second recording did not wait"
+        with pytest.raises(packrecord.PackRecordError, match="a recording is running"):
+            packrecord.restore_read_ahead(str(journal))
+        first.communicate("\n", timeout=30)
+        assert first.returncode == 0
+        assert _inside(second, 30) == {str(knob): "8192"}
+        assert "waiting for another recording" in second.stderr.readline()
+        second.communicate("\n", timeout=30)
+        assert second.returncode == 0
+    finally:
+        for proc in (first, second):
+            proc.kill()
+            proc.wait()
+    assert knob.read_text() == "8192\n" and not journal.exists()
 
 
 @pytest.mark.unit

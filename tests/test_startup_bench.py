@@ -502,8 +502,14 @@ def test_prefetched_used_from_a_real_trace_used_recording(workload):
     trace = os.path.join(scratch, "used.log")
     subprocess.run([PAGECACHE, "evict", "-r", workload.data], check=True,
                    capture_output=True)
-    subprocess.run([TRACER, "--used", "-q", "-o", trace, "--", *workload.command],
-                   check=True, capture_output=True, timeout=60)
+    # Readahead on (the kernel's default window) while recording, whatever
+    # the disk's setting: it reads pages the workload never touches.
+    from pagetrace.tools import packrecord, throttle
+    disk = throttle.disk_of(workload.data)
+    knob = f"/sys/dev/block/{throttle.dev_text(disk)}/queue/read_ahead_kb"
+    with packrecord.read_ahead_set(128, [knob], os.path.join(scratch, "journal")):
+        subprocess.run([TRACER, "--used", "-q", "-o", trace, "--", *workload.command],
+                       check=True, capture_output=True, timeout=60)
     read, used = {}, {}
     with open(trace) as f:
         for line in f:

@@ -8,12 +8,15 @@ page a start touches faults, so the access records are the pages it
 touched, not fault-around's guesses; the prefetch of that list recovered
 74-106% of the I/O cost against 63-72% for a list recorded with readahead
 on). The setting is restored on every exit path Python sees (normal end,
-error, SIGINT, SIGTERM, SIGHUP); only SIGKILL can leave it at 0, and then
-`pagetrace pack --restore-read-ahead` puts back what the journal file in
-/run says. Standard library only: it runs under sudo on the system Python.
+error, SIGINT, SIGTERM, SIGHUP); only SIGKILL can leave it at 0. The
+journal file in /run, locked while a recording runs, holds the old values:
+the next recording puts back a killed one's before it reads them, and
+`pagetrace pack --restore-read-ahead` does so alone. Recordings take
+turns on the lock. Standard library only: it runs under sudo on the system Python.
 """
 import argparse
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -170,43 +173,90 @@ def _write_text(path, text):
         f.write(text)
 
 
-def restore_read_ahead(journal=READ_AHEAD_JOURNAL):
-    """Puts back the read_ahead_kb values of a recording that was killed
-    (the journal), and removes the journal. Returns the files restored."""
-    try:
-        with open(journal) as f:
-            saved = json.load(f)
-    except FileNotFoundError:
-        return []
+def _locked_journal(journal, blocking=True):
+    """The journal, open and flock()ed: its file descriptor, or None when
+    another recording holds it and not BLOCKING. The lock is held by the
+    recording that set read_ahead_kb, so a journal found unlocked is a
+    killed recording's."""
+    while True:
+        fd = os.open(journal, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                if not blocking:
+                    os.close(fd)
+                    return None
+                progress(f"waiting for another recording to put back read_ahead_kb ({journal})")
+                fcntl.flock(fd, fcntl.LOCK_EX)
+            if os.fstat(fd).st_ino == os.stat(journal).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass    # unlinked by the holder that ended: open the path again
+        os.close(fd)
+
+
+def _put_back(fd, journal):
+    """Writes back the values the journal (open at FD, locked) holds, and
+    empties it. Returns the files written."""
+    text = os.pread(fd, 1 << 20, 0)
+    saved = json.loads(text) if text.strip() else {}
     for path, value in saved.items():
         with contextlib.suppress(OSError):
             _write_text(path, f"{value}\n")
-    os.unlink(journal)
+    os.ftruncate(fd, 0)
     return list(saved)
+
+
+def restore_read_ahead(journal=READ_AHEAD_JOURNAL):
+    """Puts back the read_ahead_kb values of a recording that was killed
+    (the journal), and removes the journal. Returns the files restored;
+    PackRecordError while a recording is running."""
+    if not os.path.exists(journal):
+        return []
+    fd = _locked_journal(journal, blocking=False)
+    if fd is None:
+        raise PackRecordError(f"{journal}: a recording is running; it puts "
+                              "read_ahead_kb back when it ends")
+    try:
+        return _put_back(fd, journal)
+    finally:
+        _unlink_and_close(fd, journal)
+
+
+def _unlink_and_close(fd, journal):
+    """Removes the journal while its lock is held, then lets the lock go."""
+    with contextlib.suppress(OSError):
+        os.unlink(journal)
+    os.close(fd)
 
 
 @contextlib.contextmanager
 def read_ahead_set(kb, files, journal=READ_AHEAD_JOURNAL):
     """read_ahead_kb = kb on `files` inside the `with`; the old values are
     written back when it ends however it ends (SIGTERM and SIGHUP are made
-    KeyboardInterrupt meanwhile), and kept in `journal` until then."""
+    KeyboardInterrupt meanwhile), and kept in `journal` until then. The
+    journal is locked from first to last, so one recording at a time sets
+    the values; a killed recording's journal is put back before they are
+    read."""
     saved = {}
     old_handlers = {s: signal.signal(s, _interrupt) for s in _SIGNALS}
+    fd = None
     try:
+        fd = _locked_journal(journal)
+        _put_back(fd, journal)
         for path in files:
             with open(path) as f:
                 saved[path] = f.read().strip()
-        with open(journal, "w") as f:
-            json.dump(saved, f)
+        os.pwrite(fd, json.dumps(saved).encode(), 0)
+        os.fsync(fd)
         for path in files:
             _write_text(path, f"{kb}\n")
         yield saved
     finally:
-        for path, value in saved.items():
-            with contextlib.suppress(OSError):
-                _write_text(path, f"{value}\n")
-        with contextlib.suppress(OSError):
-            os.unlink(journal)
+        if fd is not None:
+            _put_back(fd, journal)
+            _unlink_and_close(fd, journal)
         for sig, handler in old_handlers.items():
             signal.signal(sig, handler)
 
@@ -239,8 +289,9 @@ def record_runs(command, runs, workdir, tracer, quiet=False, target=(),
             if target:
                 returncode = _trace_target(argv, target, command, path, daemons)
             else:
-                returncode = subprocess.run(argv + ["-o", path, "--", *command], stdin=subprocess.DEVNULL,
-                                            stdout=subprocess.DEVNULL).returncode
+                returncode = subprocess.run(argv + ["-o", path, "--", *command],
+                                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                            preexec_fn=process.with_parent()).returncode
             if returncode != TRACE_LOST or attempt == LOST_RETRIES:
                 break
             progress(f"run {number + 1}: the trace lost events (trace's line "
@@ -432,7 +483,11 @@ def main(argv=None, prog=PROG):
     parser = build_parser(prog)
     args = parser.parse_args(own)
     if args.restore_read_ahead:
-        restored = restore_read_ahead()
+        try:
+            restored = restore_read_ahead()
+        except (PackRecordError, OSError) as err:
+            print(f"{prog}: --restore-read-ahead: {err}", file=sys.stderr)
+            return 1
         progress(f"restored {len(restored)} read_ahead_kb setting(s)")
         return 0
     if (args.container or args.cgroup) and (args.traces or not command):

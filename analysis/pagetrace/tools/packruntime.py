@@ -81,7 +81,8 @@ def _forward(lines):
 def spawn_trace(argv):
     """A trace process, its stderr piped (attached() reads it)."""
     return subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True)
+                            stderr=subprocess.PIPE, text=True,
+                            preexec_fn=process.with_parent())
 
 
 def attached(tracer):
@@ -145,7 +146,7 @@ def trace_run(base_argv, target, command, path, daemons=DEFAULT_DAEMONS):
             return target_tracer.returncode
         starter = subprocess.Popen([*base_argv, "-o", starter_part, "--user", _user(), "--",
                                     *command], stdin=subprocess.DEVNULL,
-                                   stdout=subprocess.DEVNULL)
+                                   stdout=subprocess.DEVNULL, preexec_fn=process.with_parent())
         tracers.append(starter)
         starter_status = starter.wait()
         if "--cgroup" in target:
