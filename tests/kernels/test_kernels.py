@@ -40,8 +40,10 @@ Environment:
                            scripts (cachefuzz_ext4, cachefuzz_xfs: a few
                            minutes, and the issue on the kernels people run)
   PAGETRACE_KERNELS_FUZZ_SEEDS  "FIRST COUNT": the randomized scripts' seeds,
-                           COUNT from FIRST on ext4, the next COUNT on xfs
-                           (default: guest_checks.FUZZ_SEEDS)
+                           COUNT from FIRST on ext4, the next COUNT on xfs,
+                           the same on every kernel (default: a block of
+                           guest_checks.FUZZ_SEEDS's COUNT each file system
+                           for each kernel, kernel by kernel from its FIRST)
   PAGETRACE_KERNELS_PARALLEL  guests booted at once (default 2: a guest's
                            checks are mostly one thread under TCG)
   PAGETRACE_KERNELS_RESULTS  a directory to keep each kernel's raw guest
@@ -97,8 +99,7 @@ NAMES = (os.environ.get("PAGETRACE_KERNELS") or " ".join(ALL)).split()
 QUICK = set(os.environ.get("PAGETRACE_KERNELS_QUICK", "").split())
 QUICK_CHECKS = ["trace_cold_cat", "trace_raw_tp_cold_cat", *guest_checks.BUDGET_CHECKS,
                 *guest_checks.SELF_CHECKS, *guest_checks.FUZZ_CHECKS]
-FUZZ_SEEDS = tuple(int(x) for x in os.environ.get("PAGETRACE_KERNELS_FUZZ_SEEDS", "").split()
-                   ) or guest_checks.FUZZ_SEEDS
+FUZZ_SEEDS = tuple(int(x) for x in os.environ.get("PAGETRACE_KERNELS_FUZZ_SEEDS", "").split())
 PARALLEL = int(os.environ.get("PAGETRACE_KERNELS_PARALLEL", "2"))
 GUEST_TIMEOUT = 2 * guest_checks.FUZZ_TIMEOUT + 900
 # The whole matrix's time (CI's 60 minutes hold the suite twice as well):
@@ -138,6 +139,17 @@ def checks_of(name):
     return checks
 
 
+def fuzz_seeds(name):
+    """(FIRST, COUNT) of NAME's randomized scripts: PAGETRACE_KERNELS_FUZZ_SEEDS
+    on every kernel, else a block of its own for each kernel of the lists
+    (x86-64's, then arm64's), so that the matrix runs COUNT scripts a file
+    system on each kernel and different scripts on different kernels."""
+    if FUZZ_SEEDS:
+        return FUZZ_SEEDS
+    first, count = guest_checks.FUZZ_SEEDS
+    return first + 2 * count * [*ALL, *sorted(ARM64)].index(name), count
+
+
 def saved_results(name):
     saved = os.path.join(os.environ.get("PAGETRACE_KERNELS_FROM", "/nonexistent"), f"{name}.json")
     if os.path.exists(saved):
@@ -164,11 +176,11 @@ def guest_results(name, wanted=()):
     return _results[name]
 
 
-# Minutes each guest took in a fresh clone's CI (2026-11-29, 2 guests at
-# once, 2-CPU host), full or quick (PAGETRACE_KERNELS_QUICK). Only the
-# order guests boot in depends on them, never a result.
-GUEST_MINUTES = {("6.1", False): 19.5, ("7.3", False): 18.1, ("6.12", True): 7.3,
-                 ("5.10", True): 3.4}
+# Minutes each guest took in a clean clone's CI (2 guests at once, 2-CPU
+# host), full or quick (PAGETRACE_KERNELS_QUICK). Only the order guests
+# boot in depends on them, never a result.
+GUEST_MINUTES = {("7.3", False): 29.1, ("6.1", False): 23.1, ("6.12", True): 19.0,
+                 ("5.10", True): 5.4}
 
 
 def boot_order(names, quick=None):
@@ -267,7 +279,7 @@ def run_guest(name):
         started = datetime.datetime.now()
         tools = arm64vm.tools_dir() if name in ARM64 else TOOLS
         argv = ["/usr/bin/python3", guest_checks.__file__, "--tools", tools, "--out", out,
-                "--fuzz-seeds", *map(str, FUZZ_SEEDS), "--only"]
+                "--fuzz-seeds", *map(str, fuzz_seeds(name)), "--only"]
         checks, lockups, kept = checks_of(name), [], {}
         for attempt in (1, 2):
             # A boot that hangs (TCG, now and then) is tried once more; so is
@@ -922,13 +934,26 @@ def test_a_guest_kernel_lockup_is_read_from_its_console(tmp_path):
 
 
 def test_guests_boot_longest_first():
-    """CI's matrix (6.1 and 7.3 full, 5.10 and 6.12 quick) boots 6.1, 7.3,
+    """CI's matrix (6.1 and 7.3 full, 5.10 and 6.12 quick) boots 7.3, 6.1,
     6.12, 5.10, then the host; a kernel with no minutes on record boots
     first, the host always last."""
     assert boot_order(["5.10", "6.1", "6.12", "7.3", "host"], quick={"5.10", "6.12"}) == \
-        ["6.1", "7.3", "6.12", "5.10", "host"]
+        ["7.3", "6.1", "6.12", "5.10", "host"]
     assert boot_order(["host", "5.10", "6.12", "6.1"], quick={"5.10"}) == \
         ["6.12", "6.1", "5.10", "host"]
+
+
+def test_each_kernel_runs_random_scripts_of_its_own(monkeypatch):
+    """By default each kernel of the lists gets COUNT seeds a file system
+    that no other kernel gets; PAGETRACE_KERNELS_FUZZ_SEEDS gives every
+    kernel the same."""
+    first, count = guest_checks.FUZZ_SEEDS
+    blocks = [fuzz_seeds(n) for n in [*ALL, *sorted(ARM64)]]
+    assert blocks[0] == (first, count) and {c for _, c in blocks} == {count}
+    seeds = [s for f, c in blocks for s in range(f, f + 2 * c)]
+    assert len(seeds) == len(set(seeds)) == 2 * count * len(blocks)
+    monkeypatch.setattr(sys.modules[__name__], "FUZZ_SEEDS", (1, 50))
+    assert {fuzz_seeds(n) for n in ALL} == {(1, 50)}
 
 
 def test_one_guest_at_a_time_until_the_file_exists(tmp_path, monkeypatch):
