@@ -815,6 +815,27 @@ def test_a_pack_killed_by_sigkill_leaves_no_trace_running(tmp_path, mode):
     assert left == [], "traces left running after the pack's SIGKILL"
 
 
+@pytest.mark.unit
+def test_a_failed_starter_ends_the_run_without_waiting_for_its_container(tmp_path, monkeypatch):
+    """`docker run` failing (no such image) means no container: the run
+    ends at once with the starter's error, not after TARGET_END_S."""
+    monkeypatch.setattr(packrecord, "DROP_CACHES", str(tmp_path / "drop_caches"))
+    tracer = tmp_path / "fake-trace"
+    # The target's trace waits for its container forever; the starter's
+    # trace runs a command that fails.
+    tracer.write_text("#!/bin/sh\n"
+                      f"echo '{packruntime.TRACE_READY}' >&2\n"
+                      'case "$*" in *--user*) exit 125 ;; esac\n'
+                      "exec sleep 60\n")
+    tracer.chmod(0o755)
+    started = time.monotonic()
+    with pytest.raises(packrecord.PackRecordError, match="exited with status 125"):
+        packrecord.record_runs(["docker", "run", "--name", "web", "nonexistent"], 1,
+                               str(tmp_path), str(tracer), True,
+                               ("--container", "web", "--wait"), daemons=())
+    assert time.monotonic() - started < packruntime.STOP_S
+
+
 def _recording(knob, journal):
     """A process in read_ahead_set(0, [KNOB], JOURNAL): prints the values
     it saved once inside, and leaves when a line comes on its stdin."""

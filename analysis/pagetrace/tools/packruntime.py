@@ -149,6 +149,9 @@ def trace_run(base_argv, target, command, path, daemons=DEFAULT_DAEMONS):
                                    stdout=subprocess.DEVNULL, preexec_fn=process.with_parent())
         tracers.append(starter)
         starter_status = starter.wait()
+        # A failed starter (no image, a name in use) ends the run at once:
+        # the container it did not start would be waited for in vain.
+        check_starter(command, starter_status, starter_part)
         if "--cgroup" in target:
             target_tracer.send_signal(signal.SIGINT)
         statuses = [end_trace(target_tracer, TARGET_END_S)]
@@ -159,7 +162,6 @@ def trace_run(base_argv, target, command, path, daemons=DEFAULT_DAEMONS):
         for tracer in daemon_tracers:
             tracer.send_signal(signal.SIGINT)
             statuses.append(end_trace(tracer, STOP_S))
-        check_starter(command, starter_status, starter_part)
         status = run_status(statuses + [starter_status])
         if status == 0:
             merge_traces([target_part, starter_part, *daemon_parts], path, " ".join(command))
