@@ -817,7 +817,7 @@ def check_record(results, tool, name):
 # test is an expected failure (XFAIL, never a pass; an XPASS is reported as
 # such), and docs/kernels.md says "known bug" with the check's own error.
 KNOWN_BUGS = {
-    # Empty since 2026-11-27. The random scripts' rare mismatches on 6.1
+    # The random scripts' rare mismatches on 6.1
     # (seed 1185) and 7.3 (seeds 1118, 1140, 1212, 1219, 1358) had these
     # causes, each fixed and with a test that fails before its fix
     # (docs/tracer.md, "On other kernels" and "Large folios mapped whole"):
@@ -838,8 +838,31 @@ KNOWN_BUGS = {
     #   in the ground truth (seed 1217): its /proc/PID/io read_bytes now.
     # After them, in 7.3 guests 3,600 scripts and in 6.1 guests 1,600, 0
     # mismatches but seed 1217's, before the last fix.
+    ("7.3", "cachefuzz", "cachefuzz_xfs"):
+        "seed 1714: trace missed 35 of 2,195 read pages of a file read whole "
+        "after a DONTNEED of 11 pages, counted them accessed and not read; "
+        "once in three runs of its batch (seeds 1701-1800) in 7.3 guests, "
+        "not in three runs of it alone there nor on the host (6.18): not "
+        "diagnosed",
 }
 KNOWN_BUG_ERRORS = " mismatches on "   # judge_cachefuzz's, and nothing else
+# The seeds a known bug's mismatches may name: a mismatch of any other seed
+# fails as it would without the entry.
+KNOWN_BUG_SEEDS = {("7.3", "cachefuzz", "cachefuzz_xfs"): {1714}}
+
+
+def known_bug(key, first):
+    """KNOWN_BUGS[key] when FIRST, a failure's first line, is a mismatch of
+    that bug's seeds only; else None."""
+    known = KNOWN_BUGS.get(key)
+    if not known or KNOWN_BUG_ERRORS not in first:
+        return None
+    named = re.search(r"seeds \[([\d, ]+)\]", first)
+    seeds = {int(x) for x in named.group(1).split(",")} if named else None
+    allowed = KNOWN_BUG_SEEDS.get(key)
+    if allowed is not None and (seeds is None or not seeds <= allowed):
+        return None
+    return known
 
 
 @pytest.mark.parametrize("kernel,tool,check,judge", CASES,
@@ -858,13 +881,26 @@ def test_kernel_check(kernel, tool, check, judge, request):
         return
     except Exception as e:
         first = str(e).strip().splitlines()[0] if str(e).strip() else repr(e)
-        known = KNOWN_BUGS.get((kernel, tool, check))
-        if known and KNOWN_BUG_ERRORS in first:
+        known = known_bug((kernel, tool, check), first)
+        if known:
             outcomes[tool, check] = ("known bug", f"{known}: {first}")
             pytest.xfail(known)
         outcomes[tool, check] = ("failed", first)
         raise
     outcomes[tool, check] = ("passed", detail or "")
+
+
+def test_a_known_bug_covers_its_own_seeds_only():
+    """7.3's known mismatch on xfs is an expected failure for seed 1714
+    alone: another seed's mismatch, or another failure, fails."""
+    key = ("7.3", "cachefuzz", "cachefuzz_xfs")
+    line = "3 mismatches on 7.3.4+deb13-amd64, seeds {}: trace read_pages expected 2195 got 2160"
+    assert known_bug(key, line.format("[1714]")) == KNOWN_BUGS[key]
+    assert known_bug(key, line.format("[1714, 1760]")) is None
+    assert known_bug(key, line.format("[1760]")) is None
+    assert known_bug(key, line.format("(cachestat totals)")) is None
+    assert known_bug(key, "cachefuzz.py run: exit 1: Traceback") is None
+    assert known_bug(("6.1", "cachefuzz", "cachefuzz_xfs"), line.format("[1714]")) is None
 
 
 @pytest.mark.parametrize("kernel", NAMES)
