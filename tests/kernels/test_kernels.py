@@ -840,7 +840,7 @@ KNOWN_BUGS = {
     # mismatches but seed 1217's, before the last fix.
     ("7.3", "cachefuzz", "cachefuzz_xfs"):
         "seed 1714: trace missed 35 of 2,195 read pages of a file read whole "
-        "after a DONTNEED of 11 pages, counted them accessed and not read; "
+        "after a DONTNEED of 9 pages, counted them accessed and not read; "
         "once in three runs of its batch (seeds 1701-1800) in 7.3 guests, "
         "not in three runs of it alone there nor on the host (6.18): not "
         "diagnosed",
