@@ -505,8 +505,7 @@ def test_prefetched_used_from_a_real_trace_used_recording(workload):
     # Readahead on (the kernel's default window) while recording, whatever
     # the disk's setting: it reads pages the workload never touches.
     from pagetrace.tools import packrecord, throttle
-    disk = throttle.disk_of(workload.data)
-    knob = f"/sys/dev/block/{throttle.dev_text(disk)}/queue/read_ahead_kb"
+    knob = packrecord.read_ahead_file(throttle.disk_of(workload.data))
     with packrecord.read_ahead_set(128, [knob], os.path.join(scratch, "journal")):
         subprocess.run([TRACER, "--used", "-q", "-o", trace, "--", *workload.command],
                        check=True, capture_output=True, timeout=60)

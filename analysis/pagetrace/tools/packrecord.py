@@ -151,6 +151,11 @@ def _interrupt(signum, frame):
     raise KeyboardInterrupt(f"signal {signum}")
 
 
+def read_ahead_file(disk, sysfs="/sys"):
+    """The read_ahead_kb file of whole disk DISK (a dev_t)."""
+    return f"{sysfs}/dev/block/{throttle.dev_text(disk)}/queue/read_ahead_kb"
+
+
 def read_ahead_files(mountinfo=throttle.MOUNTINFO, sysfs="/sys"):
     """The read_ahead_kb files (/sys/dev/block/MAJ:MIN/queue) of the disks
     under every mounted block filesystem, each once."""
@@ -162,7 +167,7 @@ def read_ahead_files(mountinfo=throttle.MOUNTINFO, sysfs="/sys"):
             disk = throttle.whole_disk(mount.dev, mount.point, sysfs)
         except (throttle.ThrottleError, OSError):
             continue
-        path = f"{sysfs}/dev/block/{throttle.dev_text(disk)}/queue/read_ahead_kb"
+        path = read_ahead_file(disk, sysfs)
         if os.path.exists(path):
             files.setdefault(path, None)
     return list(files)
