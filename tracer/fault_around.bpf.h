@@ -114,7 +114,7 @@ static __always_inline void page_access_map_whole_folios(struct chunk_walk *walk
 	if (!before && !after)
 		return;	/* most fault-arounds: no VMA lookup, no page-table read */
 	if (!vma->mapping &&
-	    bpf_find_vma(current_task(), vma->address, vma_file_page, vma, 0) == -16 /* -EBUSY */ &&
+	    bpf_find_vma(current_task(), vma->address, vma_file_page, vma, 0) == -BPF_EBUSY &&
 	    !vma_from_maple_tree(vma))
 		on_fault_lost();
 	if (vma->mapping != (__u64)walk->mapping)
@@ -144,12 +144,13 @@ static __always_inline bool vma_from_fault(struct vm_fault *vmf, struct vma_look
 }
 
 /*
- * @lookup, a VMA just found by a lookup that began when mapping_calls was
- * ta->vma_lookup_calls, as the thread's last file VMA.
+ * The thread's last VMA (a file's or anonymous), found by a lookup that
+ * began when mapping_calls was @calls: current while it still is.
  */
-static __always_inline void remember_vma(struct thread_access *ta, const struct vma_lookup *lookup)
+static __always_inline void remember_vma(struct thread_access *ta, const struct vma_lookup *lookup,
+					 __u64 calls)
 {
-	ta->vma_calls = ta->vma_lookup_calls;
+	ta->vma_calls = calls;
 	ta->vma_mapping = lookup->mapping;
 	ta->vma_start = lookup->start;
 	ta->vma_end = lookup->end;
@@ -161,7 +162,7 @@ static __always_inline bool thread_vma_holds(const struct thread_access *ta, __u
 	return address - ta->vma_start < ta->vma_end - ta->vma_start;
 }
 
-/* @lookup from the thread's last file VMA, which holds its address. */
+/* @lookup from the thread's last VMA, which holds its address. */
 static __always_inline void vma_from_thread(const struct thread_access *ta,
 					    struct vma_lookup *lookup)
 {
@@ -173,37 +174,54 @@ static __always_inline void vma_from_thread(const struct thread_access *ta,
 }
 
 /*
- * The VMA of the thread's fault at @lookup->address, at fault-around
- * (@in_fault), or once the fault has ended. bpf_find_vma() takes the mmap
- * lock with a trylock, which fails while another thread of the process
- * holds it for writing or waits for it (mmap, munmap, mprotect). During
- * the fault a failed lookup reads the maple tree (vma_lookup.bpf.h); once
- * it has ended the tree is read first (vma_lookup_after_fault()).
- * Else, or failing that, the thread's last file VMA found is kept, and a
- * failed lookup uses it when the address lies in it; the caller's check
- * that the page lies in fault-around's range catches a VMA replaced since.
- * The last VMA needs no lookup at all while no call that may map a file
- * has started since it was found (mapping_calls, read_calls.bpf.h): the
- * fault storm's fault-arounds then take no mmap lock (bench/bench_trace.py
- * --profile).
+ * The VMA at @lookup->address of the thread's fault, at fault-around
+ * (@in_fault), or once the fault has ended. 0: found; else the lookup's
+ * error (-BPF_EBUSY: the lock was busy). The thread's last VMA needs no
+ * lookup at all while no call that may map a file has started since it
+ * was found (mapping_calls, read_calls.bpf.h): the fault storm's
+ * fault-arounds and a thread's faults in its anonymous memory then take
+ * no lock and walk no tree (bench/bench_trace.py --profile). Else
+ * bpf_find_vma() takes the mmap lock with a trylock, which fails while
+ * another thread of the process holds it for writing or waits for it
+ * (mmap, munmap, mprotect): during the fault the maple tree is read then
+ * (vma_lookup.bpf.h); once it has ended the tree is read first
+ * (vma_lookup_after_fault()).
  */
-static __always_inline void fault_vma(struct thread_access *ta, struct vma_lookup *lookup,
+static __always_inline long thread_fault_vma(struct thread_access *ta, struct vma_lookup *lookup,
+					     bool in_fault)
+{
+	__u64 calls = mapping_calls;	/* before: one may start during the lookup */
+	long err;
+
+	if (ta->vma_calls == calls && thread_vma_holds(ta, lookup->address)) {
+		vma_from_thread(ta, lookup);
+		return 0;
+	}
+	if (in_fault) {
+		err = bpf_find_vma(current_task(), lookup->address, vma_file_page, lookup, 0);
+		if (err && vma_from_maple_tree(lookup))
+			err = 0;
+	} else {
+		err = vma_lookup_after_fault(lookup);
+	}
+	if (!err)
+		remember_vma(ta, lookup, calls);
+	return err;
+}
+
+/*
+ * thread_fault_vma(), and failing it the thread's last file VMA if it
+ * holds the address: the caller's check that the page lies in
+ * fault-around's range catches a VMA replaced since.
+ */
+static __always_inline long fault_vma(struct thread_access *ta, struct vma_lookup *lookup,
 				      bool in_fault)
 {
-	bool found;
+	long err = thread_fault_vma(ta, lookup, in_fault);
 
-	ta->vma_lookup_calls = mapping_calls;
-	if (ta->vma_calls == ta->vma_lookup_calls && thread_vma_holds(ta, lookup->address)) {
+	if (err && ta->vma_mapping && thread_vma_holds(ta, lookup->address))
 		vma_from_thread(ta, lookup);
-		return;
-	}
-	found = in_fault ? !bpf_find_vma(current_task(), lookup->address, vma_file_page, lookup, 0) ||
-			   vma_from_maple_tree(lookup)
-			 : !vma_lookup_after_fault(lookup);
-	if (found)
-		remember_vma(ta, lookup);
-	else if (thread_vma_holds(ta, lookup->address))
-		vma_from_thread(ta, lookup);
+	return err;
 }
 
 /*

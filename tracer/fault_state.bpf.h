@@ -1,15 +1,14 @@
 /* SPDX-License-Identifier: GPL-2.0 */
 /*
  * A module of the page-access engine (page_access.bpf.h), on fault_around:
- * what is resolved after the fact. Faults that left no filemap event
- * (silent faults, DEFERRED_SILENT a thread), and the large folios of faults
- * filemap_fault() served, read from the page tables at the thread's next
- * system call or fault; the entry points of a fault starting and of a
- * thread ending.
+ * what is resolved after the fact. A fault that left no filemap event (a
+ * silent fault), and the large folio of a fault filemap_fault() served,
+ * read from the page tables at the thread's next system call or fault;
+ * the entry points of a fault starting and of a thread ending.
  *
- * Invariants: every deferred fault is resolved at the next system call, fault
- * or thread exit, or counted lost (on_fault_lost()); a fault counts its page
- * once, whichever of the paths resolves it.
+ * Invariants: a thread's last fault is resolved at its next system call or
+ * fault, or counted lost (on_fault_lost()) when its VMA's lookup finds the
+ * lock busy; a fault counts its page once, whichever path resolves it.
  */
 #ifndef PAGETRACE_FAULT_STATE_BPF_H
 #define PAGETRACE_FAULT_STATE_BPF_H
@@ -37,71 +36,9 @@
  * exit_group too, while its memory is still mapped) or next fault: then
  * its page, if it is a file's and in the page cache, is the access that
  * fault-around served. Anonymous faults, most faults, stay FAULT_STARTED
- * too: the last anonymous VMA found is remembered, so that the next faults
- * in it cost no VMA lookup.
+ * too: the thread's last VMA, anonymous or not, is remembered
+ * (thread_fault_vma()), so that the next faults in it cost no lookup.
  */
-
-/*
- * Bit 0 of a deferred silent address: its fault was filemap_fault()'s,
- * counted as an access already; only its folio's other pages are left
- * (map_fault_folio()). Addresses are kept page-aligned, so the bit is free.
- */
-#define SILENT_SERVED	1ULL
-
-/*
- * A silent fault's lookup for the thread's next system call; false: none
- * free. A served one (a file's fault) takes the slot of one that is not,
- * when none is free: most of those are anonymous faults (with cachestat
- * beside cachetop every lookup at a fault's start is busy), and one
- * more than DEFERRED_SILENT is not counted either way.
- */
-static __always_inline bool defer_silent(struct thread_access *ta, __u64 address)
-{
-	/*
-	 * Loops, not unrolled: unrolled, the callers' frames grew by 128 to
-	 * 224 bytes, toward 6.1's 512 for the call chain. The index is the
-	 * loop's own: a computed one, clang drops its mask and 6.1's
-	 * verifier refuses it.
-	 */
-#pragma clang loop unroll(disable)
-	for (__u32 i = 0; i < DEFERRED_SILENT; i++)
-		if (!ta->deferred_addresses[i]) {
-			ta->deferred_addresses[i] = address;
-			return true;
-		}
-	if (!(address & SILENT_SERVED))
-		return false;
-#pragma clang loop unroll(disable)
-	for (__u32 i = 0; i < DEFERRED_SILENT; i++)
-		if (!(ta->deferred_addresses[i] & SILENT_SERVED)) {
-			ta->deferred_addresses[i] = address;
-			return true;
-		}
-	return false;
-}
-
-/*
- * map_fault_folio()'s lookup busy (the mmap lock, or bpf_find_vma's
- * irq_work with cachestat beside cachetop): left to the next system call,
- * as a silent fault is (a folio mapped whole by one fault), or counted lost
- * if all are such folios. Only if the folio's page beside the
- * fault's is mapped: the kernel maps a folio whole or only the fault's
- * page, and fault-around skipped this folio whole, so nothing else maps
- * that page; most filemap_fault()-served faults map one page (docs/lab/fault-path-cases.md,
- * "7.3: a filemap_fault()-served folio whose lookup was busy").
- */
-static __noinline void defer_fault_folio(struct thread_access *ta, unsigned long folio,
-					      __u64 nr, __u64 index)
-{
-	__u64 page = ta->fault_address & -(1ULL << page_shift), first = 0, beside;
-
-	bpf_probe_read_kernel(&first, sizeof(first), (void *)folio + page_index_offset());
-	beside = index + 1 < first + nr ? page + (1ULL << page_shift) : page - (1ULL << page_shift);
-	if (!user_page_mapped(beside))
-		return;	/* the fault mapped its own page only */
-	if (!defer_silent(ta, page | SILENT_SERVED))
-		on_fault_lost();
-}
 
 /*
  * A fault that filemap_fault() served: finish_fault() maps a PMD-sized
@@ -133,11 +70,10 @@ static __always_inline void map_fault_folio_with(struct chunk_walk *walk)
 	folio = folio_at(mapping, index);
 	if (!lookup.address || !folio || (nr = folio_pages((const struct folio *)folio)) < 2)
 		return;
-	fault_vma(ta, &lookup, false);
-	if (!lookup.end) {
-		defer_fault_folio(ta, folio, nr, index);
+	if (fault_vma(ta, &lookup, false) == -BPF_EBUSY && !lookup.end)
+		on_fault_lost();	/* which pages its folio's PMD mapped is not known */
+	if (!lookup.end)
 		return;
-	}
 	if (lookup.mapping != (__u64)mapping || lookup.index != index)
 		return;	/* not this fault's page (a kernel-mode or remote fault) */
 	start_walk(walk, mapping, OP_MAP, index, index);
@@ -216,38 +152,6 @@ static __always_inline void map_folio_chunk_from_ptes(struct inode *inode,
 #define FOLIO_CHUNKS	8
 
 /*
- * The VMA of the silent fault at @lookup->address (@served: filemap_fault()
- * served it): from the maple tree first, with no lock (vma_lookup_after_fault();
- * bpf_find_vma() at a fault costs an irq_work a call, 2.4 us a fault:
- * docs/lab/trace-load-and-cost.md, "Silent faults without
- * bpf_find_vma()"), else under the mmap lock. False: none found.
- */
-static __always_inline bool silent_fault_vma(struct thread_access *ta, struct vma_lookup *lookup,
-					     __u64 served)
-{
-	__u64 address = lookup->address;
-	long err;
-
-	/*
-	 * At a page_fault_* tracepoint interrupts are off, and there
-	 * bpf_find_vma() unlocks the mmap lock through a per-CPU irq_work
-	 * ("bpf: Introduce helper bpf_find_vma", Song Liu, v5.17): a second
-	 * call before that work ran (another tool's program on the same
-	 * tracepoint: cachestat beside cachetop) gets -EBUSY. The fault is
-	 * then resolved at the thread's next system call, where interrupts
-	 * are on. DEFERRED_SILENT are kept: PMD-mapped faults follow each
-	 * other with no system call between them. One more is not counted
-	 * lost: most such faults are anonymous, and with cachestat beside
-	 * cachetop every lookup at a fault finds the irq_work busy
-	 * (docs/lab/fault-path-cases.md, "7.3: bpf_find_vma() busy at page_fault_*").
-	 */
-	err = vma_lookup_after_fault(lookup);
-	if (err == -16 /* -EBUSY */ && !defer_silent(ta, address | served) && served)
-		on_fault_lost();
-	return !err;
-}
-
-/*
  * The silent fault at @address, once it has ended: its page, if a file's
  * and one fault-around maps, is its access, and the rest of its folio,
  * which a PMD mapped with it, is read from the page tables. A global
@@ -257,43 +161,33 @@ static __always_inline bool silent_fault_vma(struct thread_access *ta, struct vm
  */
 __noinline int resolve_silent(__u64 address)
 {
-	__u64 served = address & SILENT_SERVED;
 	struct thread_access *ta = thread_access(false);
-	struct vma_lookup lookup = {};
+	struct vma_lookup lookup = { .address = address & -(1ULL << page_shift) };
 	struct address_space *mapping;
 	struct page_chunk_key *key;
 	struct chunk_cache cache;
 	__u64 first, last, nr, bit;
 	struct inode *inode;
 	unsigned long folio;
+	long err;
 
-	if (!ta || (address >= ta->anon_start && address < ta->anon_end &&
-		    ta->anon_mapping_calls == mapping_calls))
+	if (!ta)
 		return 0;
-	address &= -(1ULL << page_shift);
-	lookup.address = address;
-	ta->lookup_mapping_calls = mapping_calls;	/* before: one may start during the lookup */
-	if (!silent_fault_vma(ta, &lookup, served))
-		return 0;
-	if (!lookup.mapping) {
-		ta->anon_start = lookup.start;
-		ta->anon_end = lookup.end;
-		ta->anon_mapping_calls = ta->lookup_mapping_calls;
-		return 0;
-	}
+	err = thread_fault_vma(ta, &lookup, false);
+	if (err == -BPF_EBUSY)
+		on_fault_lost();	/* a file's page or not: not known */
+	if (err || !lookup.mapping)
+		return 0;	/* anonymous (most), or no VMA there any more */
 	mapping = (struct address_space *)lookup.mapping;
 	bit = 1ULL << (lookup.index & (CHUNK_PAGES - 1));
-	if (!served) {
-		chunk_in_cache(mapping, lookup.index >> CHUNK_SHIFT, bit, bit, &cache);
-		if (!(cache.mappable & bit))
-			return 0;
-	}
+	chunk_in_cache(mapping, lookup.index >> CHUNK_SHIFT, bit, bit, &cache);
+	if (!(cache.mappable & bit))
+		return 0;
 	inode = BPF_CORE_READ(mapping, host);
 	key = &ta->silent_key;
 	file_id_of(inode, &key->file);
 	key->chunk = lookup.index >> CHUNK_SHIFT;
-	if (!served)
-		map_chunk_from_ptes(inode, key, bit, lookup.index, true);
+	map_chunk_from_ptes(inode, key, bit, lookup.index, true);
 	/* The folio's other pages, which the PMD mapped with it. */
 	folio = folio_at(mapping, lookup.index);
 	if (!folio || (nr = folio_pages((const struct folio *)folio)) < 2)
@@ -324,7 +218,7 @@ static __always_inline void resolve_silent_fault(struct thread_access *ta)
 
 /*
  * sys_enter of a traced thread: its last fault has ended, so a silent one
- * is resolved here, with interrupts on; first the faults deferred as busy.
+ * is resolved here.
  * Then a call that may map a file is counted: the faults before it were
  * resolved against the VMAs before it.
  */
@@ -332,14 +226,6 @@ static __always_inline void page_access_syscall_starts(long id)
 {
 	struct thread_access *ta = thread_access(false);
 
-	for (int i = 0; ta && i < DEFERRED_SILENT; i++) {
-		__u64 deferred = ta->deferred_addresses[i];
-
-		if (deferred) {
-			ta->deferred_addresses[i] = 0;
-			resolve_silent(deferred);
-		}
-	}
 	if (ta)
 		resolve_silent_fault(ta);
 	if (may_map_a_file(id))
@@ -395,18 +281,11 @@ static __always_inline void page_access_fault_start(__u64 address, bool user_mod
 }
 
 /*
- * sched_process_exit, in the exiting thread: a served fault's folio still
- * waiting for its VMA is lost (a thread killed before its next system
- * call, or busy at its last). Task storage goes with its task, a hash
- * entry does not.
+ * sched_process_exit, in the exiting thread: task storage goes with its
+ * task, a hash entry does not.
  */
 static __always_inline void page_access_exit(__u32 tid)
 {
-	struct thread_access *ta = thread_access(false);
-
-	for (int i = 0; ta && i < DEFERRED_SILENT; i++)
-		if (ta->deferred_addresses[i] & SILENT_SERVED)
-			on_fault_lost();
 	thread_storage_forget(&thread_accesses, tid);
 }
 

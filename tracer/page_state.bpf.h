@@ -4,8 +4,7 @@
  * page_states map (one struct page_chunk per 64 pages of a file, so that
  * a program re-reading a cached file costs no record and no memory beyond
  * the first pass); per thread, struct thread_access (its read call, its
- * system call, its page fault in progress and what waits for its next
- * system call). State only: the modules along the event path change it.
+ * system call, its page fault in progress and its last VMA). State only: the modules along the event path change it.
  */
 #ifndef PAGETRACE_PAGE_STATE_BPF_H
 #define PAGETRACE_PAGE_STATE_BPF_H
@@ -35,14 +34,6 @@ struct {
 
 enum fault_state { FAULT_NONE, FAULT_STARTED, FAULT_RESOLVED };
 
-/*
- * Silent faults and filemap_fault()-served folios kept for the next system
- * call (defer_silent()). Sixteen: a random script's step touches up to 8
- * pages with no system call between them (tests/cachefuzz.py;
- * docs/lab/fault-path-cases.md, "7.3: sixteen deferred silent faults").
- */
-#define DEFERRED_SILENT	16
-
 /* What one thread is doing: its read call and its page fault in progress. */
 struct thread_access {
 	__u64 call_mapping;	/* latest mm_filemap_get_pages of a read call */
@@ -58,18 +49,11 @@ struct thread_access {
 	__u64 fault_index;
 	__u32 fault_state;	/* enum fault_state */
 	__u32 fault_expects_read; /* that page was absent: its read is this miss */
-	__u64 anon_start;	/* the last anonymous VMA a silent fault was in */
-	__u64 anon_end;
-	__u64 anon_mapping_calls; /* mapping_calls when it was looked up (see there) */
-	__u64 lookup_mapping_calls; /* resolve_silent()'s, off the stack */
-	/* Silent faults whose VMA was busy at the next fault (resolve_silent()); 0: free. */
-	__u64 deferred_addresses[DEFERRED_SILENT];
 	struct page_chunk_key silent_key; /* resolve_silent()'s, off the stack */
 	__u32 fault_folio_check; /* filemap_fault served it: its folio may be mapped whole */
-	__u64 vma_mapping;	/* the last file VMA a lookup found */
+	__u64 vma_mapping;	/* the last VMA a lookup found; 0: an anonymous one */
 	__u64 vma_start, vma_end, vma_pgoff;
-	__u64 vma_calls;	/* mapping_calls for which it is known current, else NO_CALLS */
-	__u64 vma_lookup_calls;	/* mapping_calls when the lookup in progress began (off the stack) */
+	__u64 vma_calls;	/* mapping_calls when its lookup began: current while equal */
 };
 
 /* Task-local storage: no hashing on the fault path, freed with the thread. */

@@ -127,8 +127,8 @@ static __always_inline bool may_map_a_file(long id)
 
 /*
  * Calls that may map a file (may_map_a_file()) any traced thread has
- * started. A thread's remembered anonymous VMA (resolve_silent()) is
- * trusted only while this is what it was when the VMA was looked up: a
+ * started. A thread's remembered VMA (thread_fault_vma()) is trusted
+ * only while this is what it was when the VMA was looked up: a
  * file mapped with MAP_FIXED over anonymous memory the thread had just
  * faulted in, and its 2 MiB folios' faults were taken for anonymous ones
  * (tests/test_pmd_mapped_faults.py; docs/lab/fault-path-cases.md, "6.18: a file mapped
@@ -138,7 +138,6 @@ static __always_inline bool may_map_a_file(long id)
  * end), a race only a program that faults on memory it is replacing runs.
  */
 __u64 mapping_calls = 0;
-#define NO_CALLS	(~0ULL)	/* a mapping_calls never reached */
 
 static __always_inline bool is_read_syscall(long id)
 {

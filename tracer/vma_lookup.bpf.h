@@ -32,6 +32,9 @@
 #include "page_math.bpf.h"
 #include "page_cache_walk.bpf.h"
 
+/* bpf_find_vma()'s error while the mmap lock is busy: -EBUSY. */
+#define BPF_EBUSY	16
+
 struct vma_lookup {
 	__u64 address;
 	__u64 mapping;	/* 0: an anonymous VMA */
@@ -223,7 +226,7 @@ static __always_inline bool vma_after_fault(struct vma_lookup *lookup)
  * @lookup's VMA once its fault has ended: the maple tree first
  * (vma_after_fault()), since at a page_fault_* tracepoint interrupts are
  * off and bpf_find_vma() costs an irq_work a call; else under the mmap
- * lock. 0: found; else bpf_find_vma()'s error (-EBUSY: the lock was busy).
+ * lock. 0: found; else bpf_find_vma()'s error (-BPF_EBUSY: the lock was busy).
  */
 static __always_inline long vma_lookup_after_fault(struct vma_lookup *lookup)
 {
