@@ -16,7 +16,7 @@ enum cache_counter {
 	CACHE_DIRTIES,		/* pages that turned dirty (writes) */
 	CACHE_MAPPED,		/* pages fault-around mapped without a fault on them */
 	CACHE_LOST_PAGE_STATE,	/* page state map full: a miss may count as a hit */
-	CACHE_LOST_LONG_RANGE,	/* a range longer than a walk reaches */
+	CACHE_LOST_LONG_RANGE,	/* a range not walked: longer than a walk reaches, or nested (scratch.bpf.h) */
 	CACHE_LOST_LONG_BIO,	/* a bio not walked whole: longer than a walk reaches, or nested */
 	CACHE_LOST_TASKS,	/* a child not followed: tasks map full */
 	CACHE_LOST_PATH,	/* a file name not sent: ring buffer full */

@@ -31,21 +31,27 @@
 /* filemap:mm_filemap_fault(mapping, index): once per fault, retries too. */
 static __always_inline void page_access_fault(struct address_space *mapping, __u64 index)
 {
-	struct chunk_walk walk = {};
 	struct thread_access *ta = thread_access(true);
+	struct chunk_walk *walk;
 
 	if (!ta)
 		return;
 	if (ta->fault_state == FAULT_RESOLVED && ta->fault_mapping == (__u64)mapping &&
 	    ta->fault_index == index)
 		return;	/* the same fault, retried after the page was read */
-	start_walk(&walk, mapping, OP_FAULT, index, index);
-	walk_chunks(&walk);
+	walk = walk_room_take(ROOM_FAULT);
+	if (!walk) {	/* nested on this CPU: its page is not counted */
+		on_fault_lost();
+		return;
+	}
+	start_walk(walk, mapping, OP_FAULT, index, index);
+	walk_chunks(walk);
 	ta->fault_state = FAULT_RESOLVED;
 	ta->fault_mapping = (__u64)mapping;
 	ta->fault_index = index;
-	ta->fault_expects_read = walk.absent;
+	ta->fault_expects_read = walk->absent;
 	ta->fault_folio_check = 1;
+	walk_room_give(walk);
 }
 
 /*
@@ -282,21 +288,18 @@ static __always_inline void map_range(struct chunk_walk *walk, struct address_sp
 		page_access_map_whole_folios(walk, start, end, &lookup);
 }
 
-/* A fault-around's walk is held per CPU (scratch.bpf.h), not on the program's stack. */
-SCRATCH_ROOM(map_walk_room, struct chunk_walk)
-
 /* filemap:mm_filemap_map_pages(mapping, start, end): fault-around. */
 static __always_inline void page_access_map(struct address_space *mapping, __u64 start, __u64 end,
 					    struct vm_fault *vmf)
 {
-	struct chunk_walk *walk = map_walk_room_take();
+	struct chunk_walk *walk = walk_room_take(ROOM_MAP);
 
 	if (!walk) {	/* nested on this CPU: what it mapped is not known */
 		on_fault_lost();
 		return;
 	}
 	map_range(walk, mapping, start, end, vmf);
-	map_walk_room_give(walk);
+	walk_room_give(walk);
 }
 
 #endif /* PAGETRACE_FAULT_AROUND_BPF_H */

@@ -50,9 +50,6 @@
  * function: inlined, its walk's frame took the sys_enter program's call
  * chain to 544 bytes, over the 512 of kernels before v6.13 (6.1 refused it).
  */
-/* A fault's folio walk is held per CPU (scratch.bpf.h), not on the stack. */
-SCRATCH_ROOM(folio_walk_room, struct chunk_walk)
-
 static __always_inline void map_fault_folio_with(struct chunk_walk *walk)
 {
 	struct thread_access *ta = thread_access(false);
@@ -82,14 +79,14 @@ static __always_inline void map_fault_folio_with(struct chunk_walk *walk)
 
 __noinline int map_fault_folio(void)
 {
-	struct chunk_walk *walk = folio_walk_room_take();
+	struct chunk_walk *walk = walk_room_take(ROOM_FOLIO);
 
 	if (!walk) {	/* nested on this CPU: the folio's other pages are not read */
 		on_fault_lost();
 		return 0;
 	}
 	map_fault_folio_with(walk);
-	folio_walk_room_give(walk);
+	walk_room_give(walk);
 	return 0;
 }
 

@@ -248,6 +248,7 @@ struct chunk_walk {
 	__u64 fault_index;	/* OP_MAP: the faulting page, or -1 */
 	__u64 counted;		/* OP_READ_CALL with count_hits: next page to count */
 	__u32 op;
+	__u32 room;		/* enum walk_room: where it lives */
 	__u32 how;
 	bool account_fault;	/* OP_MAP: the faulting page is this fault's access */
 	bool served;		/* OP_MAP: fault-around mapped the faulting page */
@@ -255,15 +256,17 @@ struct chunk_walk {
 	__u64 vm_start, vm_pgoff; /* OP_MAPPED_WHOLE: the faulting VMA */
 };
 
+/* A new chunk's state: read-only data, not a frame's bytes. */
+static const struct page_chunk no_page_chunk;
+
 static __always_inline struct page_chunk *chunk_state(struct page_chunk_key *key, bool create)
 {
 	struct page_chunk *state = bpf_map_lookup_elem(&page_states, key);
-	struct page_chunk fresh = {};
 	long err;
 
 	if (state || !create)
 		return state;
-	err = bpf_map_update_elem(&page_states, key, &fresh, BPF_NOEXIST);
+	err = bpf_map_update_elem(&page_states, key, &no_page_chunk, BPF_NOEXIST);
 	if (err && err != -17 /* EEXIST: another CPU was first */) {
 		on_state_full();
 		return NULL;
@@ -456,25 +459,80 @@ static __always_inline long walk_one_chunk(__u32 i, struct chunk_walk *walk)
 }
 
 /*
- * bpf_loop's callback, and the one-chunk walk's function: its context lies
- * on the stack, as bpf_loop requires; the walk may not (scratch.bpf.h).
+ * Every chunk walk lives in a per-CPU room of its kind (scratch.bpf.h's
+ * invariant: held from its program's take to its give, on one CPU), so
+ * that walk_chunk() finds it by its room: a pointer passed to a global
+ * function is plain memory to the verifier, which before v6.? takes no
+ * map key from it (6.1: "R2 type=mem expected=fp, ..., map_value").
  */
-static __noinline long walk_one_chunk_of(__u32 i, struct chunk_walk **walk)
+enum walk_room { ROOM_READ_CALL, ROOM_FAULT, ROOM_MAP, ROOM_FOLIO, WALK_ROOMS };
+
+struct walk_slot {
+	struct chunk_walk walk;
+	__u32 busy;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, WALK_ROOMS);
+	__type(key, __u32);
+	__type(value, struct walk_slot);
+} walk_rooms SEC(".maps");
+
+static const __u32 walk_room_keys[WALK_ROOMS] = { ROOM_READ_CALL, ROOM_FAULT, ROOM_MAP, ROOM_FOLIO };
+
+/* The walk of @room, zeroed, or NULL when busy (nested on this CPU: the caller counts it lost). */
+static __always_inline struct chunk_walk *walk_room_take(__u32 room)
 {
-	return walk_one_chunk(i, *walk);
+	struct walk_slot *slot = bpf_map_lookup_elem(&walk_rooms, &room);
+
+	if (!slot || slot->busy)
+		return NULL;
+	slot->busy = 1;
+	__builtin_memset(&slot->walk, 0, sizeof(slot->walk));
+	slot->walk.room = room;
+	return &slot->walk;
+}
+
+static __always_inline void walk_room_give(struct chunk_walk *walk)
+{
+	((struct walk_slot *)walk)->busy = 0;
+}
+
+/*
+ * Chunk @i of the walk in @room: a global function, verified once per
+ * program with the walk unknown (every op), not again at each caller's
+ * walk with its states (docs/fault-path.md, "The verifier's budget").
+ */
+__noinline int walk_chunk(__u32 room, __u32 i)
+{
+	struct walk_slot *slot;
+
+	if (room >= WALK_ROOMS)
+		return 1;
+	/* The key from read-only data: its frame has no room for one. */
+	slot = bpf_map_lookup_elem(&walk_rooms, &walk_room_keys[room]);
+	return slot ? walk_one_chunk(i, &slot->walk) : 1;
+}
+
+/* bpf_loop's callback: its context, the room, lies on the stack. */
+static long walk_one_chunk_of(__u32 i, __u32 *room)
+{
+	return walk_chunk(*room, i) ? 1 : 0;
 }
 
 static __always_inline void walk_chunks(struct chunk_walk *walk)
 {
 	__u64 chunks = (walk->last >> CHUNK_SHIFT) - (walk->first >> CHUNK_SHIFT) + 1;
+	__u32 room = walk->room;
 
 	if (walk->last < walk->first || !use_bpf_loop)
 		return;
 	if (chunks == 1) {	/* most faults and reads: no loop to set up */
-		walk_one_chunk_of(0, &walk);
+		walk_chunk(room, 0);
 		return;
 	}
-	bpf_loop(MAX_CHUNKS, walk_one_chunk_of, &walk, 0);
+	bpf_loop(MAX_CHUNKS, walk_one_chunk_of, &room, 0);
 	if (chunks > MAX_CHUNKS)
 		on_walk_cut_short();
 }

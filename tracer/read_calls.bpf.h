@@ -24,28 +24,17 @@
 /* ------------------------------------------------------------------ */
 /* Entry points                                                        */
 
-/* filemap:mm_filemap_get_pages(mapping, index, last_index) */
-static __always_inline void page_access_read_call(struct address_space *mapping,
-						  __u64 index, __u64 last)
+/* A read call's batch [index, last] of @mapping (@asked: its last page as asked), with @walk. */
+static __always_inline void read_call_walk(struct chunk_walk *walk, struct address_space *mapping,
+					   __u64 index, __u64 last, __u64 asked)
 {
-	struct chunk_walk walk = {};
-	struct thread_access *ta;
-	__s64 size = BPF_CORE_READ(mapping, host, i_size);
-	__u64 end, asked = last;
+	struct thread_access *ta = thread_access(true);
 	bool same_call, syscall_start;
 
-	if (size <= 0)
-		return;
-	end = (__u64)(size - 1) >> page_shift;
-	if (last > end)
-		last = end;
-	if (index > last)
-		return;
-	start_walk(&walk, mapping, OP_READ_CALL, index, last);
-	ta = thread_access(true);
+	start_walk(walk, mapping, OP_READ_CALL, index, last);
 	if (!ta) {
 		if (!count_hits)
-			walk_chunks(&walk);	/* every batch again: slower, still right */
+			walk_chunks(walk);	/* every batch again: slower, still right */
 		return;
 	}
 	/*
@@ -67,16 +56,39 @@ static __always_inline void page_access_read_call(struct address_space *mapping,
 	same_call = !syscall_start && ta->call_mapping == (__u64)mapping &&
 		    ta->call_last == asked && index > ta->call_index &&
 		    (ta->call_in_syscall || index <= ta->call_counted);
-	walk.counted = syscall_start ? ta->syscall_first : same_call ? ta->call_counted : index;
-	walk.first = walk.counted;
-	walk_chunks(&walk);
+	walk->counted = syscall_start ? ta->syscall_first : same_call ? ta->call_counted : index;
+	walk->first = walk->counted;
+	walk_chunks(walk);
 	if (!count_hits)
-		walk.counted = last + 1;	/* trace: the whole call is recorded */
+		walk->counted = last + 1;	/* trace: the whole call is recorded */
 	ta->call_mapping = (__u64)mapping;
 	ta->call_last = asked;
 	ta->call_index = index;
-	ta->call_counted = walk.counted;
+	ta->call_counted = walk->counted;
 	ta->call_in_syscall = syscall_start || (same_call && ta->call_in_syscall);
+}
+
+/* filemap:mm_filemap_get_pages(mapping, index, last_index) */
+static __always_inline void page_access_read_call(struct address_space *mapping,
+						  __u64 index, __u64 last)
+{
+	__s64 size = BPF_CORE_READ(mapping, host, i_size);
+	struct chunk_walk *walk;
+	__u64 asked = last;
+
+	if (size <= 0)
+		return;
+	if (last > (__u64)(size - 1) >> page_shift)
+		last = (__u64)(size - 1) >> page_shift;
+	if (index > last)
+		return;
+	walk = walk_room_take(ROOM_READ_CALL);
+	if (!walk) {	/* nested on this CPU: the batch is not walked */
+		on_walk_cut_short();
+		return;
+	}
+	read_call_walk(walk, mapping, index, last, asked);
+	walk_room_give(walk);
 }
 
 /* ------------------------------------------------------------------ */
@@ -181,34 +193,45 @@ static __always_inline __u64 iovec_bytes(const struct iovec *iov, __u64 count)
 	return total;
 }
 
-/* raw_syscalls:sys_enter for a traced thread: remember where a read call starts. */
-static __always_inline void page_access_read_syscall(struct pt_regs *regs, long id)
+/*
+ * Where read call @id(@fd, @arg2, @arg3, @arg4) starts, for the thread's
+ * next batches. A global function: its frame is not on the stack of the
+ * program's deepest call chain (the last fault's, page_access_syscall_starts()).
+ */
+__noinline int read_syscall_starts(long id, __u64 fd, __u64 arg2, __u64 arg3, __u64 arg4)
 {
-	__u64 fd = PT_REGS_PARM1_CORE_SYSCALL(regs), bytes, pos;
-	__u64 arg2 = PT_REGS_PARM2_CORE_SYSCALL(regs), arg3 = PT_REGS_PARM3_CORE_SYSCALL(regs);
 	struct thread_access *ta;
 	struct file *file;
 	__s64 given_pos = -1;
+	__u64 bytes, pos;
 
 	if (id == NR_PREAD64 || id == NR_PREADV || id == NR_PREADV2)
-		given_pos = (__s64)PT_REGS_PARM4_CORE_SYSCALL(regs);
+		given_pos = (__s64)arg4;
 	bytes = (id == NR_READ || id == NR_PREAD64) ? arg3 :
 		iovec_bytes((const struct iovec *)arg2, arg3);
 	if (bytes > MAX_RW_COUNT_PAGE_MASKED(page_shift))
 		bytes = MAX_RW_COUNT_PAGE_MASKED(page_shift);
 	ta = thread_access(true);
 	if (!ta)
-		return;
+		return 0;
 	ta->syscall_mapping = 0;
 	file = current_file_of_fd(fd);
 	if (!bytes || !file || (given_pos < 0 && id != NR_READ && id != NR_READV &&
 				id != NR_PREADV2))
-		return;
+		return 0;
 	/* preadv2 with offset -1 reads at the file position, as read does. */
 	pos = given_pos >= 0 ? (__u64)given_pos : (__u64)BPF_CORE_READ(file, f_pos);
 	ta->syscall_first = pos >> page_shift;
 	ta->syscall_last = (pos + bytes - 1) >> page_shift;
 	ta->syscall_mapping = (__u64)BPF_CORE_READ(file, f_mapping);
+	return 0;
+}
+
+/* raw_syscalls:sys_enter for a traced thread: remember where a read call starts. */
+static __always_inline void page_access_read_syscall(struct pt_regs *regs, long id)
+{
+	read_syscall_starts(id, PT_REGS_PARM1_CORE_SYSCALL(regs), PT_REGS_PARM2_CORE_SYSCALL(regs),
+			    PT_REGS_PARM3_CORE_SYSCALL(regs), PT_REGS_PARM4_CORE_SYSCALL(regs));
 }
 
 #endif /* PAGETRACE_READ_CALLS_BPF_H */

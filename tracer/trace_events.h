@@ -42,7 +42,7 @@ enum counter {
 	COUNTER_LOST_LONG_BIO,	/* bios not walked whole: longer than a walk reaches, or nested (scratch.bpf.h) */
 	COUNTER_LOST_TASKS,	/* children not followed: tasks map full */
 	COUNTER_LOST_PAGE_STATE, /* --used: page state map full */
-	COUNTER_LOST_LONG_RANGE, /* --used: a range longer than a walk reaches */
+	COUNTER_LOST_LONG_RANGE, /* --used: a range not walked: longer than a walk reaches, or nested (scratch.bpf.h) */
 	COUNTER_LOST_FAULT,	/* --used: a fault whose VMA was never found (mmap lock busy) */
 	NR_COUNTERS,
 };
