@@ -39,6 +39,9 @@ from test_cgroup import CACHESTAT, CACHETOP, _own_cgroup, attached, interval_end
 from test_trace import TRACE
 from trace_oracle import Trace
 
+sys.path.insert(0, os.path.join(REPO, "analysis"))
+from pagetrace.tools import packruntime  # noqa: E402
+
 MiB = 1 << 20
 PAGETRACE = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))),
                          "scripts", "pagetrace")
@@ -267,6 +270,43 @@ def test_pack_of_a_container_start_exported_with_the_image_paths(image, tmp_path
     files = {f["path"]: f["ranges"] for f in json.loads(exported.stdout)["files"]}
     assert set(files) == {"/reader", "/data/f"}, files
     assert files["/data/f"] == [[0, MiB]]
+
+
+# A command that starts no container pt-absent, and pack's one line's start.
+NOT_STARTED = {
+    # Another container, which runs and exits: trace catches its cgroup, the
+    # only one made, and finds it is not pt-absent's (its reason is pack's).
+    "another": ([DOCKER, "run", "--rm", "--name", "pt-other", "pagetrace-test:1", "/reader",
+                 "/data/f", "4096"],
+                f"container pt-absent: its trace failed before finding it, after {DOCKER} "
+                "succeeded: pt-absent: docker: Error: No such container: pt-absent"),
+    # No container at all: trace waits on, until pack stops it.
+    "none": (["true"], "container pt-absent: true succeeded but started no container of "
+             f"that name (none within {packruntime.FOUND_S} s)"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(NOT_STARTED))
+def test_pack_of_a_container_that_the_command_does_not_start_fails_at_once(image, tmp_path,
+                                                                          case):
+    """pack --container pt-absent -- a command that succeeds but starts no
+    container of that name: the pack fails within seconds of its end, in
+    one line, with no trace left running."""
+    env, _ = image
+    command, line = NOT_STARTED[case]
+    pack = tmp_path / "absent.pack"
+    started = time.monotonic()
+    done = subprocess.run([sys.executable, PAGETRACE, "pack", "-q", "-n", "1", "--container",
+                           "pt-absent", "--keep-traces", str(tmp_path / "runs"), "-o",
+                           str(pack), "--", *command],
+                          env=env, capture_output=True, text=True, timeout=600)
+    took = time.monotonic() - started
+    docker(env, "rm", "-f", "pt-other", check=False)
+    left = subprocess.run(["pgrep", "-f", f"trace .*{tmp_path}"], capture_output=True, text=True)
+    assert done.returncode == 1 and not pack.exists()
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"pagetrace pack: {line}"), lines
+    assert took < 60 and left.stdout == ""
 
 
 def test_pack_container_needs_the_starting_command():

@@ -29,7 +29,7 @@ import pagecache_util
 from pagecache_util import cached_since_eviction
 
 sys.path.insert(0, os.path.join(REPO, "analysis"))
-from pagetrace.core import packfile, tracefile  # noqa: E402
+from pagetrace.core import packfile, tracefile, tracewriter  # noqa: E402
 from pagetrace.tools import launch, launch_plan, packexport, packrecord, packruntime, throttle  # noqa: E402,E501
 
 PAGETRACE = os.path.join(REPO, "scripts", "pagetrace")
@@ -834,6 +834,83 @@ def test_a_failed_starter_ends_the_run_without_waiting_for_its_container(tmp_pat
                                str(tmp_path), str(tracer), True,
                                ("--container", "web", "--wait"), daemons=())
     assert time.monotonic() - started < packruntime.STOP_S
+
+
+def _stand_in_trace(path, pids, target_says, target_then):
+    """A stand-in for trace at PATH that notes its pid in PIDS and says it
+    is attached; as the starter's trace (--user) it writes an empty trace
+    and exits 0; as the target's it says TARGET_SAYS, then runs
+    TARGET_THEN (its -o path in $out)."""
+    path.write_text("#!/bin/sh\n"
+                    f"echo $$ >> {pids}\n"
+                    f"echo '{packruntime.TRACE_READY}' >&2\n"
+                    'while [ "$1" != -o ]; do shift; done; out=$2\n'
+                    'case "$*" in *--user*) printf \'%s\' "$EMPTY" > "$out"; exit 0 ;; esac\n'
+                    f"{target_says}\n{target_then}\n")
+    path.chmod(0o755)
+
+
+# The target's trace after its readiness line, when the starter starts no
+# container of its name: (what it does, pack's one line).
+NOT_FOUND = {
+    # It waits on (a command that is not docker, or no cgroup made).
+    "waits": ("exec sleep 60", "container web: docker succeeded but started no container "
+              f"of that name (none within {packruntime.FOUND_S} s)"),
+    # It fails (trace traced another container's cgroup, made while it waited).
+    "fails": ("echo 'trace: web: another container (0123456789ab) started while trace "
+              "waited, and was traced in its place: trace it again' >&2; exit 1",
+              "container web: its trace failed before finding it, after docker succeeded: "
+              "web: another container (0123456789ab) started while trace waited, and was "
+              "traced in its place: trace it again"),
+}
+
+
+@pytest.mark.unit
+@pytest.mark.parametrize("case", sorted(NOT_FOUND))
+def test_a_starter_that_starts_no_such_container_ends_the_run_at_once(tmp_path, monkeypatch,
+                                                                      case):
+    """`docker run --name other` for `--container web` succeeds but starts
+    no container called web: the target's trace never says it found it,
+    and the run ends at most FOUND_S s after the starter, with one line
+    naming the container and the starter, not after TARGET_END_S; no trace
+    is left."""
+    monkeypatch.setattr(packrecord, "DROP_CACHES", str(tmp_path / "drop_caches"))
+    # Past the bound below, shorter than the stand-in's life: a run that
+    # waits for the container fails in 40 s, not 600.
+    monkeypatch.setattr(packruntime, "TARGET_END_S", 40)
+    pids, tracer = tmp_path / "pids", tmp_path / "fake-trace"
+    target_does, line = NOT_FOUND[case]
+    _stand_in_trace(tracer, pids, ":", target_does)
+    started = time.monotonic()
+    with pytest.raises(packrecord.PackRecordError) as raised:
+        packrecord.record_runs(["docker", "run", "-d", "--name", "other", "IMAGE"], 1,
+                               str(tmp_path), str(tracer), True,
+                               ("--container", "web", "--wait"), daemons=())
+    assert time.monotonic() - started < 30
+    assert str(raised.value) == line
+    left = [p for p in pids.read_text().split() if not _ended(p)]
+    assert len(pids.read_text().split()) == 2 and left == [], "traces left running"
+
+
+@pytest.mark.unit
+def test_a_container_found_is_waited_for_past_the_grace(tmp_path, monkeypatch):
+    """The target's trace says it found its container (at once, with its
+    readiness line) and ends 3 s later, when the container exits: past
+    FOUND_S, the run is recorded, not cut short."""
+    monkeypatch.setattr(packrecord, "DROP_CACHES", str(tmp_path / "drop_caches"))
+    monkeypatch.setattr(packruntime, "FOUND_S", 1)
+    monkeypatch.setenv("EMPTY", tracewriter.header(PAGE, (), ("read", "access", "map"),
+                                                   {"command": "x"})
+                       + tracewriter.trailer(0, PAGE, 0, 0, 0, 0, 0))
+    pids, tracer = tmp_path / "pids", tmp_path / "fake-trace"
+    _stand_in_trace(tracer, pids, "echo 'trace: Tracing container web.' >&2",
+                    'sleep 3; printf \'%s\' "$EMPTY" > "$out"')
+    started = time.monotonic()
+    paths = packrecord.record_runs(["docker", "run", "--name", "web", "IMAGE"], 1,
+                                   str(tmp_path), str(tracer), True,
+                                   ("--container", "web", "--wait"), daemons=())
+    assert time.monotonic() - started >= 3
+    assert paths == [str(tmp_path / "run-1.log")] and os.path.exists(paths[0])
 
 
 def _recording(knob, journal):

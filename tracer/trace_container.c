@@ -150,12 +150,22 @@ static int target_new_cgroup(struct trace_bpf *skel, const char *dir, const char
 	return show_paths();
 }
 
+/* Found and traced: trace says so on stderr (TRACE_FOUND in packruntime.py). */
+static int say_traced(int err)
+{
+	if (!err) {
+		fprintf(stderr, "%s: Tracing container %s.\n", TOOL, opts.target.container);
+		fflush(stderr);
+	}
+	return err;
+}
+
 /*
  * After attaching: find the container's cgroup: the one container cgroup
  * made since trace started (target_new_cgroup()), or the one of the id
  * the runtime's events give, or asking the runtime again every 50 ms
- * until it knows the container; looking every millisecond. 0 when found;
- * 1 when *stop became true first; -1 on an error (said).
+ * until it knows the container; looking every millisecond. 0 when found
+ * (said: say_traced()); 1 when *stop became true first; -1 on an error (said).
  */
 int container_target_wait(struct trace_bpf *skel, volatile sig_atomic_t *stop)
 {
@@ -166,9 +176,9 @@ int container_target_wait(struct trace_bpf *skel, volatile sig_atomic_t *stop)
 		if (created_id(container.id, sizeof(container.id)))
 			known = 1;
 		if (known && container_cgroup_dir(&container, dir, sizeof(dir)))
-			return target(skel, dir);
+			return say_traced(target(skel, dir));
 		if (!known && seen_taken && container_new_cgroup(&seen, dir, sizeof(dir), id) == 1)
-			return target_new_cgroup(skel, dir, id);
+			return say_traced(target_new_cgroup(skel, dir, id));
 		if (events_fd < 0 && i % 50 == 0) {
 			container_free(&container);
 			known = container_inspect(opts.target.container, &container, why, sizeof(why));

@@ -80,7 +80,8 @@ struct trace_bpf;
 struct bpf_cost;
 
 /* trace_container.c: --container. check: before loading, 0 or -1 (said);
- * wait: once attached, 0 (found, traced), 1 (*stop first) or -1 (said). */
+ * wait: once attached, 0 (found, traced, and "trace: Tracing container NAME."
+ * said on stderr), 1 (*stop first) or -1 (said). */
 int container_target_check(void);
 int container_target_wait(struct trace_bpf *skel, volatile sig_atomic_t *stop);
 void container_target_free(void);

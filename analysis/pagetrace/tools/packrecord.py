@@ -450,7 +450,8 @@ def build_parser(prog=PROG):
     target.add_argument("--container", metavar="NAME",
                         help="record the container NAME (docker or podman), "
                         "which CMD starts: trace attaches first and waits for it "
-                        "(trace --container --wait); each run ends when it exits. "
+                        "(trace --container --wait); each run ends when it exits "
+                        "(a CMD that ends without having started it fails the pack). "
                         "CMD and the runtime's daemons (--daemons) are recorded "
                         "too, merged into the run's trace")
     target.add_argument("--cgroup", metavar="PATH",

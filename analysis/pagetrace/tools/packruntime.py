@@ -22,6 +22,7 @@ import pwd
 import signal
 import subprocess
 import sys
+import threading
 
 from pagetrace.core import process, tracefile, tracewriter
 from pagetrace.core.escape import display_path, escape
@@ -31,6 +32,16 @@ from pagetrace.core.escape import display_path, escape
 DEFAULT_DAEMONS = ("dockerd", "containerd")
 # trace's readiness line (stderr): every program is attached.
 TRACE_READY = "Tracing... Hit Ctrl-C to end."
+# trace's line (stderr, after TRACE_READY) once its --container target is
+# found and its cgroup traced: "trace: Tracing container NAME.".
+TRACE_FOUND = "Tracing container "
+# Seconds the target's trace may take, once the starter has succeeded, to
+# say TRACE_FOUND. The starter ends after the runtime made the container
+# (docker run returns once it started, or once it exited); trace sees its
+# cgroup within milliseconds and checks its name with one inspect by the
+# runtime's client, well under a second: the rest is a loaded machine's
+# margin. Past it, the starter started no container of that name.
+FOUND_S = 5
 # trace's exit status when the command succeeded but events were lost.
 TRACE_LOST = 3
 # Seconds a target may run after its starter ended; a trace may take to
@@ -97,6 +108,54 @@ def attached(tracer):
     return False
 
 
+class Announcements:
+    """A trace's stderr after its readiness line, read by a thread. With
+    `held` (a --container target's), its lines are held until it says
+    TRACE_FOUND (.found), then passed on with the rest as they come;
+    without, passed on as they come. .settled is set once it said
+    TRACE_FOUND or closed its stderr (ended)."""
+
+    def __init__(self, tracer, held):
+        self.found, self.settled = False, threading.Event()
+        self._held, self._lock = [] if held else None, threading.Lock()
+        self._thread = threading.Thread(target=self._read, args=(tracer.stderr,), daemon=True)
+        self._thread.start()
+
+    def _read(self, lines):
+        for line in lines:
+            with self._lock:
+                if self._held is None:
+                    _forward([line])
+                elif line.partition(": ")[2].startswith(TRACE_FOUND):
+                    self.found = True
+                    _forward(self._held)
+                    self._held = None
+                    self.settled.set()
+                else:
+                    self._held.append(line)
+        self.settled.set()
+
+    def pass_on(self, keep=0):
+        """Passes on the lines held so far but the last `keep`, and returns
+        those (the rest stays held)."""
+        with self._lock:
+            held = self._held or []
+            if self._held:
+                self._held = []
+        _forward(held[:len(held) - keep])
+        return held[len(held) - keep:]
+
+    def end(self, tracer, timeout):
+        """trace's exit status once it has ended (within `timeout` s; else
+        None), its stderr read to its end."""
+        try:
+            tracer.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return None
+        self._thread.join(STOP_S)
+        return tracer.returncode
+
+
 def end_trace(tracer, timeout):
     """trace's exit status once it has ended (within `timeout` s; else
     None), its last lines passed on."""
@@ -118,11 +177,13 @@ def trace_run(base_argv, target, command, path, daemons=DEFAULT_DAEMONS):
     """One run of a target (`target`: trace's --cgroup PATH, or --container
     NAME --wait): the daemons' traces and the target's attach first, then
     `command`, the starter, runs under its own trace. A container's trace
-    ends when the container exits, a cgroup's is stopped once the starter
-    has ended; then the daemons' traces are stopped (SIGINT), and the
-    traces are merged into `path`. Returns the run's trace status: 0;
-    TRACE_LOST when one of them lost events; else a failed trace's status.
-    Every trace is stopped however this ends."""
+    ends when the container exits (a starter that fails, or succeeds
+    without starting it, ends the run: check_starter(), check_found()), a
+    cgroup's is stopped once the starter has ended; then the daemons'
+    traces are stopped (SIGINT), and the traces are merged into `path`.
+    Returns the run's trace status: 0; TRACE_LOST when one of them lost
+    events; else a failed trace's status. Every trace is stopped however
+    this ends."""
     stem = path[:-4] if path.endswith(".log") else path
     tracers = []
     with contextlib.ExitStack() as stack:
@@ -144,6 +205,7 @@ def trace_run(base_argv, target, command, path, daemons=DEFAULT_DAEMONS):
             # else: it ended meanwhile, nothing of it to record
         if not attached(target_tracer):
             return target_tracer.returncode
+        announced = Announcements(target_tracer, held="--container" in target)
         starter = subprocess.Popen([*base_argv, "-o", starter_part, "--user", _user(), "--",
                                     *command], stdin=subprocess.DEVNULL,
                                    stdout=subprocess.DEVNULL, preexec_fn=process.with_parent())
@@ -154,7 +216,9 @@ def trace_run(base_argv, target, command, path, daemons=DEFAULT_DAEMONS):
         check_starter(command, starter_status, starter_part)
         if "--cgroup" in target:
             target_tracer.send_signal(signal.SIGINT)
-        statuses = [end_trace(target_tracer, TARGET_END_S)]
+        else:
+            check_found(target, command, announced, target_tracer)
+        statuses = [announced.end(target_tracer, TARGET_END_S)]
         if statuses[0] is None:
             raise TargetError(f"the target was still running {TARGET_END_S} s after "
                               f"{display_path(command[0])} ended: a pack records a "
@@ -175,6 +239,30 @@ def check_starter(command, status, part):
         return
     raise TargetError(f"{display_path(command[0])} exited with status {status}: "
                       "the target's start failed")
+
+
+def check_found(target, command, announced, tracer):
+    """After a starter that succeeded: returns once the target's trace has
+    said TRACE_FOUND. Raises TargetError when it has not within FOUND_S s
+    (the starter started no container of that name, which would be waited
+    for in vain), or when it failed first: its last line is the reason
+    (another container's cgroup made while it waited, say)."""
+    settled = announced.settled.wait(FOUND_S)
+    if announced.found:
+        return
+    name = display_path(target[target.index("--container") + 1])
+    starter = display_path(command[0])
+    if not settled:
+        announced.pass_on()
+        raise TargetError(f"container {name}: {starter} succeeded but started no container "
+                          f"of that name (none within {FOUND_S} s)")
+    if announced.end(tracer, STOP_S) == 0:
+        announced.pass_on()     # told to stop (a signal) first: a run as before
+        return
+    why = "".join(announced.pass_on(keep=1)).rstrip("\n")
+    why = why.partition(": ")[2] if why.startswith("trace: ") else why
+    raise TargetError(f"container {name}: its trace failed before finding it, after "
+                      f"{starter} succeeded: {why or 'it said nothing'}")
 
 
 def part_lost(path):
