@@ -24,7 +24,8 @@
  *
  * The engine's modules, each on the one before (each includes what it
  * uses): page_state.bpf.h (state), page_cache_walk.bpf.h (the page cache
- * and the chunk walk), read_calls.bpf.h (read calls), vma_lookup.bpf.h
+ * and the chunk walk), pending_pages.bpf.h (pages read from storage),
+ * read_calls.bpf.h (read calls), vma_lookup.bpf.h
  * (a fault's VMA), fault_around.bpf.h (a fault and its fault-around),
  * fault_state.bpf.h (what is resolved after the fact). A tool includes
  * this header, defines the sinks (sinks.bpf.h) and calls the
@@ -36,6 +37,7 @@
 
 #include "page_state.bpf.h"
 #include "page_cache_walk.bpf.h"
+#include "pending_pages.bpf.h"
 #include "read_calls.bpf.h"
 #include "vma_lookup.bpf.h"
 #include "fault_around.bpf.h"
