@@ -19,6 +19,7 @@
 #include "core_fixes.bpf.h"
 #include "page_math.bpf.h"
 #include "page_state.bpf.h"
+#include "scratch.bpf.h"
 #include "sinks.bpf.h"
 
 /* ------------------------------------------------------------------ */
@@ -247,7 +248,7 @@ struct chunk_walk {
 	__u64 fault_index;	/* OP_MAP: the faulting page, or -1 */
 	__u64 counted;		/* OP_READ_CALL with count_hits: next page to count */
 	__u32 op;
-	__u32 room;		/* enum walk_room: where it lives */
+	__u32 room;		/* ROOM_*: where it lives (walk_room) */
 	__u32 how;
 	bool account_fault;	/* OP_MAP: the faulting page is this fault's access */
 	bool served;		/* OP_MAP: fault-around mapped the faulting page */
@@ -461,41 +462,23 @@ static __always_inline long walk_one_chunk(__u32 i, struct chunk_walk *walk)
  * Every chunk walk lives in a per-CPU room of its kind (scratch.bpf.h's
  * invariant: held from its program's take to its give, on one CPU), so
  * that walk_chunk() finds it by its room: a pointer passed to a global
- * function is plain memory to the verifier, which before v6.? takes no
- * map key from it (6.1: "R2 type=mem expected=fp, ..., map_value").
+ * function is plain memory to the verifier, and 6.1's takes no map key
+ * from it ("R2 type=mem expected=fp, ..., map_value").
  */
-enum walk_room { ROOM_READ_CALL, ROOM_FAULT, ROOM_MAP, ROOM_FOLIO, WALK_ROOMS };
+enum { ROOM_READ_CALL, ROOM_FAULT, ROOM_MAP, ROOM_FOLIO, WALK_ROOMS };
 
-struct walk_slot {
-	struct chunk_walk walk;
-	__u32 busy;
-};
-
-struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, WALK_ROOMS);
-	__type(key, __u32);
-	__type(value, struct walk_slot);
-} walk_rooms SEC(".maps");
+SCRATCH_ROOMS(walk_room, struct chunk_walk, WALK_ROOMS)
 
 static const __u32 walk_room_keys[WALK_ROOMS] = { ROOM_READ_CALL, ROOM_FAULT, ROOM_MAP, ROOM_FOLIO };
 
 /* The walk of @room, zeroed, or NULL when busy (nested on this CPU: the caller counts it lost). */
 static __always_inline struct chunk_walk *walk_room_take(__u32 room)
 {
-	struct walk_slot *slot = bpf_map_lookup_elem(&walk_rooms, &room);
+	struct chunk_walk *walk = walk_room_take_room(room);
 
-	if (!slot || slot->busy)
-		return NULL;
-	slot->busy = 1;
-	__builtin_memset(&slot->walk, 0, sizeof(slot->walk));
-	slot->walk.room = room;
-	return &slot->walk;
-}
-
-static __always_inline void walk_room_give(struct chunk_walk *walk)
-{
-	((struct walk_slot *)walk)->busy = 0;
+	if (walk)
+		walk->room = room;
+	return walk;
 }
 
 /*
@@ -505,13 +488,13 @@ static __always_inline void walk_room_give(struct chunk_walk *walk)
  */
 __noinline int walk_chunk(__u32 room, __u32 i)
 {
-	struct walk_slot *slot;
+	struct walk_room_slot *slot;
 
 	if (room >= WALK_ROOMS)
 		return 1;
 	/* The key from read-only data: its frame has no room for one. */
-	slot = bpf_map_lookup_elem(&walk_rooms, &walk_room_keys[room]);
-	return slot ? walk_one_chunk(i, &slot->walk) : 1;
+	slot = bpf_map_lookup_elem(&walk_room, &walk_room_keys[room]);
+	return slot ? walk_one_chunk(i, &slot->value) : 1;
 }
 
 /* bpf_loop's callback: its context, the room, lies on the stack. */

@@ -17,22 +17,25 @@
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 
-/* NAME_take(): the slot, zeroed, or NULL when busy; NAME_give(v): free it. */
-#define SCRATCH_ROOM(name, value_type)						\
+/*
+ * ROOMS slots of one kind: NAME_take_room(room): room @room's slot,
+ * zeroed, or NULL when busy; NAME_give(v): free it. The map is NAME, its
+ * values struct NAME_slot, the slot itself their .value.
+ */
+#define SCRATCH_ROOMS(name, value_type, rooms)					\
 	struct name##_slot {							\
 		value_type value;						\
 		__u32 busy;							\
 	};									\
 	struct {								\
 		__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);			\
-		__uint(max_entries, 1);						\
+		__uint(max_entries, rooms);					\
 		__type(key, __u32);						\
 		__type(value, struct name##_slot);				\
 	} name SEC(".maps");							\
-	static __always_inline value_type *name##_take(void)			\
+	static __always_inline value_type *name##_take_room(__u32 room)	\
 	{									\
-		__u32 zero = 0;							\
-		struct name##_slot *slot = bpf_map_lookup_elem(&name, &zero);	\
+		struct name##_slot *slot = bpf_map_lookup_elem(&name, &room);	\
 										\
 		if (!slot || slot->busy)					\
 			return NULL;						\
@@ -43,6 +46,14 @@
 	static __always_inline void name##_give(value_type *value)		\
 	{									\
 		((struct name##_slot *)value)->busy = 0;			\
+	}
+
+/* One slot: NAME_take(), the slot, zeroed, or NULL when busy; NAME_give(v): free it. */
+#define SCRATCH_ROOM(name, value_type)						\
+	SCRATCH_ROOMS(name, value_type, 1)					\
+	static __always_inline value_type *name##_take(void)			\
+	{									\
+		return name##_take_room(0);					\
 	}
 
 #endif /* PAGETRACE_SCRATCH_BPF_H */
