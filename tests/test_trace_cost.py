@@ -320,3 +320,28 @@ def test_cut_btf_and_split_load_load_the_same_programs(cold_file, tmp_path):
     assert len(runs[0]) >= 11 and set(runs[0]) == set(runs[1])
     for name in runs[0]:
         assert runs[0][name] == runs[1][name], name
+
+
+def test_split_load_halves_share_what_the_kernel_verifies(tmp_path):
+    # A split load's halves are chosen by each program's linked size, foreseen
+    # from the object's ELF (tracer/linked_size.c): each must be what libbpf
+    # then linked, and the halves must share what the kernel verified (its own
+    # count, the verifier's statistics): the heavier at most 1.5 times the
+    # lighter. Balanced by the programs' own sections, as before, it was 7.
+    require_root()
+    proc = subprocess.run([TRACE, "-v", "-x", "--used", "-o", str(tmp_path / "t.log"), "--",
+                           "true"], capture_output=True, text=True, timeout=60,
+                          env=dict(os.environ, PAGETRACE_SPLIT_LOAD="1"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    verifier = re.search(r"^trace: load: verifier: (.*) all [\d.]+ s$", proc.stderr, re.M)
+    assert verifier, proc.stderr[-3000:]
+    verified = {name: int(n) for name, n in
+                re.findall(r"(\w+) [\d.]+ s \((\d+) insns\)", verifier[1])}
+    halves = re.findall(r"^trace: load: half ([12]): (\w+), (\d+) instructions linked "
+                        r"\(foreseen (\d+)\)$", proc.stderr, re.M)
+    assert sorted(name for _, name, _, _ in halves) == sorted(verified), proc.stderr[-3000:]
+    for _, name, linked, foreseen in halves:
+        assert linked == foreseen, name
+    weight = {half: sum(verified[name] for h, name, _, _ in halves if h == half)
+              for half in "12"}
+    assert max(weight.values()) <= 1.5 * min(weight.values()), weight

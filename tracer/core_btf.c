@@ -232,21 +232,34 @@ static char memory_path[64];
 /* The last cut: its types, the kernel's (0: none made). */
 static __u32 cut_types, all_types;
 
-/* @cut's raw data in a memory file; its path, or NULL. */
-static const char *write_memory_file(const struct btf *cut)
+/* @btf's raw data in the memory file, made unless reserved; its path, or NULL. */
+static const char *write_memory_file(const struct btf *btf)
 {
 	__u32 size;
-	const char *data = btf__raw_data(cut, &size);
+	const char *data = btf__raw_data(btf, &size);
 	ssize_t done = 0, n;
 
-	core_btf_close();
-	memory_file = data ? memfd_create("pagetrace-core-btf", MFD_CLOEXEC) : -1;
-	while (memory_file >= 0 && done < size && (n = write(memory_file, data + done, size - done)) > 0)
+	if (memory_file < 0 && data)
+		memory_file = memfd_create("pagetrace-core-btf", MFD_CLOEXEC);
+	if (memory_file >= 0 && ftruncate(memory_file, 0))
+		done = -1;
+	while (memory_file >= 0 && done >= 0 && done < size &&
+	       (n = pwrite(memory_file, data + done, size - done, done)) > 0)
 		done += n;
 	if (memory_file < 0 || done != size) {
 		core_btf_close();
 		return NULL;
 	}
+	snprintf(memory_path, sizeof(memory_path), "/proc/self/fd/%d", memory_file);
+	return memory_path;
+}
+
+const char *core_btf_reserve(void)
+{
+	core_btf_close();
+	memory_file = memfd_create("pagetrace-core-btf", MFD_CLOEXEC);
+	if (memory_file < 0)
+		return NULL;
 	snprintf(memory_path, sizeof(memory_path), "/proc/self/fd/%d", memory_file);
 	return memory_path;
 }
@@ -265,6 +278,10 @@ const char *core_btf_path(const struct btf *vmlinux, const void *elf, size_t siz
 	if (cut)
 		path = write_memory_file(cut);
 	cut_types = path ? btf__type_cnt(cut) - 1 : 0;
+	if (!path && memory_file >= 0)	/* reserved: it must hold a BTF */
+		path = write_memory_file(vmlinux);
+	if (!path)
+		core_btf_close();
 	all_types = n - 1;
 	btf__free(cut);
 	btf__free(local);

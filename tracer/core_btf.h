@@ -33,6 +33,12 @@ struct btf;
  * (a test knob) asks for NULL.
  */
 const char *core_btf_path(const struct btf *vmlinux, const void *elf, size_t size);
+/*
+ * The path core_btf_path() will give, before the cut is made, so that objects
+ * may be opened meanwhile: the memory file, empty until then, and then
+ * holding the cut or, failing that, the whole @vmlinux. NULL if none.
+ */
+const char *core_btf_reserve(void);
 /* Close the memory file (once the object is loaded). */
 void core_btf_close(void);
 /* "TOOL: load: CO-RE against N of the kernel's M types" (or "... the whole BTF") on @f. */

@@ -57,18 +57,30 @@ static struct btf *load_kernel_btf(const struct engine *e)
 	return vmlinux;
 }
 
+/* Whether @e's programs load in two halves (split_load.h): never when measuring. */
+static bool loads_split(const struct engine *e)
+{
+	return e->may_split && !e->budget_config && split_load_wanted();
+}
+
 /*
  * The kernel's BTF into *@vmlinux, and the skeleton opened to relocate
  * against the part of it its CO-RE relocations can look up (core_btf.h).
+ * Where the programs load in two halves, the halves' skeletons are opened
+ * meanwhile, with the cut's path reserved (split_open()).
  */
-static void *open_skeleton(const struct engine *e, struct btf **vmlinux,
+static void *open_skeleton(struct engine *e, struct btf **vmlinux,
 			   struct bpf_object_open_opts *open_opts, int *err)
 {
 	size_t size;
 	const void *elf = e->elf_bytes(&size);
-	const char *cut;
+	const char *cut, *early = loads_split(e) ? core_btf_reserve() : NULL;
 	void *skel;
 
+	if (early) {
+		open_opts->btf_custom_path = early;
+		split_open(&e->programs, open_opts);
+	}
 	*vmlinux = load_kernel_btf(e);
 	cost_phase("kernel BTF");
 	if (!*vmlinux) {
@@ -76,8 +88,14 @@ static void *open_skeleton(const struct engine *e, struct btf **vmlinux,
 		return NULL;
 	}
 	cut = core_btf_path(*vmlinux, elf, size);
-	open_opts->btf_custom_path = cut ? cut : e->btf_path;
 	cost_phase("CO-RE BTF");
+	if (early && !cut) {
+		*err = -ENOENT;
+		errmsg("CO-RE BTF", "writing its memory file: %s", errmsg_strerror(errno));
+		return NULL;
+	}
+	if (!early)
+		open_opts->btf_custom_path = cut ? cut : e->btf_path;
 	if (e->explain)
 		core_btf_print(stderr, e->tool);
 	skel = e->ops->open(open_opts);
@@ -126,7 +144,7 @@ static int load_chosen(struct engine *e, void *skel, const struct bpf_object_ope
 		       bool times)
 {
 	struct bpf_object *objs[2];
-	bool split = e->may_split && !e->budget_config && split_load_wanted();
+	bool split = loads_split(e);
 	int err;
 
 	if (e->budget_config && budget_prepare(object_of(e, skel)))
@@ -140,6 +158,8 @@ static int load_chosen(struct engine *e, void *skel, const struct bpf_object_ope
 	cost_phase("load");
 	if (times && !err)
 		budget_print_times(stderr, objs, split_objects(&e->programs, objs), e->tool);
+	if (split && e->explain && !err)
+		split_print(&e->programs, stderr, e->tool);
 	return err;
 }
 
