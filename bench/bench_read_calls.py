@@ -77,7 +77,7 @@ def tracer_beside():
     proc = subprocess.Popen([TRACE, "-q", "--used", "-o", os.devnull, "--", "sleep", "3600"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        attached(proc.pid, "read_syscall")
+        attached(proc.pid, "raw_kern_entry")
         yield
     finally:
         proc.terminate()

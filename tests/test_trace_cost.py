@@ -138,9 +138,9 @@ def test_cost_is_the_kernels_own_count(cold_file, tmp_path):
         kernel_runs, kernel_ns = mid_run[name[:15]]
         assert runs >= kernel_runs and ns >= kernel_ns, name
         assert runs == 0 or 10 <= ns / runs <= 200_000, (name, runs, ns)
-    # Each of the workload's faults ran the page-fault program (one for both
-    # of x86's fault tracepoints).
-    assert programs["raw_page_fault"][0] >= faults >= 300
+    # Each of the workload's faults ran the kernel-entry program (one for
+    # both of x86's fault tracepoints and sys_enter).
+    assert programs["raw_kern_entry"][0] >= faults >= 300
     assert int(trailer["bpf_runs"]) == sum(r for r, _, _ in programs.values())
     assert int(trailer["bpf_ns"]) == sum(ns for _, ns, _ in programs.values())
     # The summary line says the same total; -v, one line a program.
@@ -212,10 +212,11 @@ def test_only_the_programs_the_mode_needs_are_loaded(cold_file, tmp_path, option
     finish(proc)
     if options == ("--used",):
         # One flavour of each, and no readahead program: the page-access set is
-        # the fault path's own (it changes with its design). The page-fault
-        # program is raw_tp in tp_btf loads too, one for both fault tracepoints.
-        assert BASE < loaded and "raw_page_fault" in loaded, loaded
-        assert all(n.startswith("btf_") for n in loaded - {"raw_page_fault"}), loaded
+        # the fault path's own (it changes with its design). The kernel-entry
+        # program is raw_tp in tp_btf loads too, one for both fault
+        # tracepoints and sys_enter.
+        assert BASE < loaded and "raw_kern_entry" in loaded, loaded
+        assert all(n.startswith("btf_") for n in loaded - {"raw_kern_entry"}), loaded
         assert not loaded & (CAUSE - {"btf_fault", "btf_get_pages"}), loaded
     else:
         assert loaded == (BASE | CAUSE if options else BASE)

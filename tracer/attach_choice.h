@@ -71,26 +71,27 @@ struct attach_choice {
 	ATTACH_FILEMAP(p, "mm_filemap_get_pages", get_pages, "filemap_get_pages", fexit_get_pages, \
 		       (p)->kretprobe_get_pages)
 /*
- * The fault tracepoints are x86's: one raw_tp program, raw_page_fault, for
- * both rows, in tp_btf loads too (programs.bpf.h), which the loader
- * attaches to each (attach_choice_by_loader). On arm64, a kprobe
- * kprobe_NAME on handle_mm_fault() where the tracepoint is missing
- * (arch_faults.bpf.h).
+ * Where a thread enters the kernel: x86's fault tracepoints and sys_enter,
+ * one raw_tp program, raw_kern_entry, for all three rows, in tp_btf loads
+ * too (programs.bpf.h), which the loader attaches to each
+ * (attach_choice_by_loader). On arm64, where the fault tracepoints are
+ * missing, a kprobe kprobe_NAME on handle_mm_fault() (arch_faults.bpf.h).
  */
+#define ATTACH_ENTRY(p, tp, grp) \
+	{ .tracepoint = tp, .group = grp, .raw_prog = (p)->raw_kern_entry }
 #if defined(__aarch64__)
 #define ATTACH_FAULT(p, tp, name) \
-	{ .tracepoint = tp, .group = "exceptions", .raw_prog = (p)->raw_page_fault, \
+	{ .tracepoint = tp, .group = "exceptions", .raw_prog = (p)->raw_kern_entry, \
 	  .function = "handle_mm_fault", .function_prog = (p)->kprobe_##name }
 #else
-#define ATTACH_FAULT(p, tp, name) \
-	{ .tracepoint = tp, .group = "exceptions", .raw_prog = (p)->raw_page_fault }
+#define ATTACH_FAULT(p, tp, name) ATTACH_ENTRY(p, tp, "exceptions")
 #endif
 #define ATTACH_PAGE_ACCESS(p) \
 	ATTACH_FILEMAP(p, "mm_filemap_map_pages", map_pages, "filemap_map_pages", fexit_map_pages, \
 		       (p)->kretprobe_map_pages), \
 	ATTACH_FAULT(p, "page_fault_user", fault_user), \
 	ATTACH_FAULT(p, "page_fault_kernel", fault_kernel), \
-	ATTACH_TRACEPOINT(p, "sys_enter", "raw_syscalls", read_syscall)
+	ATTACH_ENTRY(p, "sys_enter", "raw_syscalls")
 
 /*
  * Find how @c attaches on the kernel described by @vmlinux (sets how,
@@ -107,7 +108,7 @@ void attach_choice_find(struct attach_choice *c, const struct btf *vmlinux, bool
 void attach_choice_functions(struct attach_choice *c, int n, const struct btf *vmlinux);
 /*
  * Load the chosen programs of @c's @n rows where @loaded, and none of their
- * others; two rows may choose one program (ATTACH_FAULT).
+ * others; several rows may choose one program (ATTACH_ENTRY).
  */
 void attach_choice_set_autoload(const struct attach_choice *c, int n, const bool *loaded);
 /*

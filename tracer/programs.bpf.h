@@ -65,12 +65,23 @@ static __always_inline int handle_sys_enter(struct pt_regs *regs, long id)
  * and where a system call starts (sys_enter): the last fault has ended, a
  * read call starts, or a call that may map a file.
  *
- * x86's exceptions:page_fault_user and page_fault_kernel have one program,
- * raw_page_fault, raw_tp in tp_btf loads too: a tp_btf program is bound to
- * one tracepoint when it is loaded, a raw_tp program attaches to any
- * number. Its section names no tracepoint, so libbpf attaches it to none;
- * the loader attaches it to each row that chose it (attach_choice.h,
- * ATTACH_FAULT). The mode is x86's user_mode(regs), the test by which
+ * Where a thread enters the kernel, x86's exceptions:page_fault_user and
+ * page_fault_kernel and raw_syscalls:sys_enter, has one program,
+ * raw_kern_entry, raw_tp in tp_btf loads too: a tp_btf program is bound
+ * to one tracepoint when it is loaded, a raw_tp program attaches to any
+ * number, and the verifier checks the fault path's global functions, which
+ * both ends call (resolve_silent(), map_fault_folio(), walk_chunk()), once
+ * for it where two programs had them checked twice. Its section names no
+ * tracepoint, so libbpf attaches it to none; the loader attaches it to each
+ * row that chose it (attach_choice.h, ATTACH_ENTRY).
+ *
+ * Which tracepoint fired is told by the second argument: a fault's is its
+ * pt_regs, a kernel address, negative as a long; sys_enter's is the
+ * system call's number, from 0 up. A number below 0 (syscall(-1), or a
+ * tracer's skipped call) is taken for a fault at a kernel address, which
+ * resolves to no VMA and so counts nothing, as its call, no read nor map,
+ * counted nothing either; the fault before it is resolved all the same.
+ * The mode is x86's user_mode(regs), the test by which
  * trace_page_fault_entries() fires one tracepoint or the other.
  */
 #define PAGE_ACCESS_PROGRAMS()							\
@@ -79,12 +90,13 @@ static __always_inline int handle_sys_enter(struct pt_regs *regs, long id)
 			    struct address_space *mapping, unsigned long start,		\
 			    unsigned long end)						\
 	SEC("raw_tp")									\
-	int BPF_PROG(raw_page_fault, unsigned long address, struct pt_regs *regs)	\
+	int BPF_PROG(raw_kern_entry, __u64 first, __u64 second)			\
 	{										\
-		return handle_page_fault(address, x86_user_mode(regs));		\
-	}										\
-	TRACEPOINT_PROGRAMS(read_syscall, "sys_enter", handle_sys_enter(regs, id),	\
-			    struct pt_regs *regs, long id)
+		if ((long)second >= 0)	/* sys_enter(regs, id) */			\
+			return handle_sys_enter((struct pt_regs *)first, (long)second);	\
+		/* page_fault_user/kernel(address, regs, error_code) */		\
+		return handle_page_fault(first, x86_user_mode((struct pt_regs *)second));	\
+	}
 
 
 /*
