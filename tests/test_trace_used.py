@@ -170,6 +170,37 @@ json.dump(present_pages(map_address({f!r}), {npages}), open({str(out)!r}, "w"))
     assert causes == {"fault"}
 
 
+def test_calls_with_a_negative_number_between_faults(data_dir, tmp_path):
+    """test_mmap_touches with syscall(-1) after each touch: one program sees
+    faults and sys_enter, and takes a call whose number is below 0 for a
+    fault at a kernel address (programs.bpf.h, raw_kern_entry). Each touch
+    is still one access, what fault-around mapped besides them is mapped,
+    nothing is lost (check_v2_shape), and the calls, ENOSYS, count nothing."""
+    f = os.path.join(data_dir, "negative.bin")
+    npages = 64 * MiB // PAGE
+    write_file(f, 64 * MiB)
+    evict(f)
+    far = [i * 2048 + 100 for i in range(8)]
+    touched = far + [p + 40 for p in far[:3]]
+    out = tmp_path / "present.json"
+    trace, _, _ = run_used(tmp_path, "-x", *python_cmd(PAGEMAP_HELPER.format(page=PAGE) + f"""
+import ctypes, errno, json
+libc = ctypes.CDLL(None, use_errno=True)
+fd = os.open({f!r}, os.O_RDONLY)
+m = mmap.mmap(fd, 0, prot=mmap.PROT_READ)
+for page in {touched!r}:
+    m[page * {PAGE}]
+    assert libc.syscall(ctypes.c_long(-1)) == -1 and ctypes.get_errno() == errno.ENOSYS
+json.dump(present_pages(map_address({f!r}), {npages}), open({str(out)!r}, "w"))
+"""))
+    check_v2_shape(trace)
+    present = set(json.loads(out.read_text()))
+    assert trace.kind_set(f, "access") == set(touched)
+    assert trace.kind_set(f, "read") == cached_since_eviction(f)
+    assert trace.kind_set(f, "map") == present - set(touched)
+    assert trace.kind_set(f, "map"), "fault-around mapped nothing: the test lost its point"
+
+
 def test_faults_taken_in_the_kernel(data_dir, tmp_path):
     """Pages of a cached, mapped file that only the kernel touches: each is
     written from the mapping into a pipe, so that the copy from user memory
