@@ -10,9 +10,10 @@ unfinished last line is not; replay --latencies: every whole line is a
 row of the plan's columns), no BPF program or link the tool made outlives
 it (the kernel's own list of ids, BPF_PROG_GET_NEXT_ID and
 BPF_LINK_GET_NEXT_ID), nothing is pinned in bpffs, no process of its
-session is left after a short wait (launch's prefetch ends by itself),
-no mount is added, and no pagetrace cgroup is left but those of dead
-runs, which the next run removes: at the end there are none.
+session is left SESSION_ENDS_S after the kill (launch's prefetch ends by
+itself; a failure names each process left), no mount is added, and no
+pagetrace cgroup is left but those of dead runs, which the next run
+removes: at the end there are none.
 """
 import contextlib
 import ctypes
@@ -21,7 +22,6 @@ import os
 import platform
 import random
 import re
-import signal
 import subprocess
 import sys
 import time
@@ -35,8 +35,11 @@ KILLS = int(os.environ.get("PAGETRACE_KILLS", "100"))
 KILL_SEED = 44
 BUDGET_S = 150
 # Seconds a killed tool's session may outlive it: launch's prefetch goes on
-# beside the start by design, and ends by itself.
-SESSION_ENDS_S = 30
+# beside the start by design, and ends by itself. Measured: launch's
+# prefetching grandchild, the only process left, ended at most 31 ms
+# after the kill (seed 44's 100 kills alone, beside a random writer and
+# beside two CPU hogs).
+SESSION_ENDS_S = 10
 TRACE = os.path.join(REPO, "tracer", "trace")
 CACHESTAT = os.path.join(REPO, "tracer", "cachestat")
 REPLAY = os.path.join(REPO, "replay", "replay")
@@ -133,6 +136,10 @@ def pagetrace_cgroups():
 
 
 def session_left(sid):
+    """The live (not zombie) processes of session @sid, in one scan of
+    /proc. One scan can miss one: a process listed that forks and ends
+    before its turn (launch's middle child, which forks the prefetch)
+    leaves a child that the listing had not yet; see session_ends."""
     left = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         with contextlib.suppress(OSError, IndexError):
@@ -143,15 +150,34 @@ def session_left(sid):
     return left
 
 
+def session_ends(sid, seconds):
+    """Waits up to @seconds for session @sid to end; its live processes
+    then. Ended: two scans in a row find none. A process that the first
+    missed was forked before the parent that the scan skipped had ended,
+    so the second lists it (launch's processes fork no deeper than that)."""
+    deadline, empty = time.monotonic() + seconds, 0
+    while empty < 2:
+        left = session_left(sid)
+        empty = 0 if left else empty + 1
+        if left and time.monotonic() >= deadline:
+            return left
+        time.sleep(0.05 if left else 0)
+    return []
+
+
 def describe(pid):
-    """PID's name, state and where it waits, for a failure's message."""
+    """PID's parent, command line, state, wait channel and kernel stack,
+    for a failure's message."""
     text = {}
-    for name in ("comm", "wchan", "stat"):
+    for name in ("cmdline", "wchan", "stat", "stack"):
         with contextlib.suppress(OSError):
-            with open(f"/proc/{pid}/{name}") as f:
-                text[name] = f.read().strip()
-    state = text.get("stat", ")").rsplit(")", 1)[1].split()[:1]
-    return f"{pid} {text.get('comm', '?')} state {state} wchan {text.get('wchan', '?')}"
+            with open(f"/proc/{pid}/{name}", "rb") as f:
+                text[name] = f.read().decode(errors="replace")
+    fields = text.get("stat", ")").rsplit(")", 1)[1].split()
+    state, ppid = (fields + ["?", "?"])[:2]
+    stack = " < ".join(line.split()[-1] for line in text.get("stack", "").splitlines())
+    return (f"pid {pid} (ppid {ppid}) {text.get('cmdline', '?').replace(chr(0), ' ').strip()!r}"
+            f" state {state} wchan {text.get('wchan', '?')} stack [{stack}]")
 
 
 def kill_loop(start, check_output, moment_s, tmp_path):
@@ -173,14 +199,13 @@ def kill_loop(start, check_output, moment_s, tmp_path):
         time.sleep(moment)
         if proc.poll() is not None:
             exited.append(moment)
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(proc.pid, signal.SIGKILL)
+        proc.kill()  # not once reaped: its pid may be another's by then
+        killed = time.monotonic()
         proc.wait(timeout=30)
-        deadline = time.monotonic() + SESSION_ENDS_S
-        while session_left(proc.pid) and time.monotonic() < deadline:
-            time.sleep(0.05)
-        left = [describe(pid) for pid in session_left(proc.pid)]
-        assert not left, f"kill {i} at {moment:.3f} s: processes left: {left}"
+        left = [describe(pid) for pid in session_ends(proc.pid, SESSION_ENDS_S)]
+        assert not left, (f"kill {i} at {moment:.3f} s: session {proc.pid} still has"
+                          f" {len(left)} processes {time.monotonic() - killed:.1f} s after"
+                          f" the kill: {left}")
         deadline = time.monotonic() + 3
         while (left := leftover(bpf_objects() - before, proc.pid)) and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -291,8 +316,8 @@ def _dead(cgroup):
 def test_launch_killed_at_random(tmp_path):
     """pagetrace-launch --report FILE PACK -- sleep 0.2 (a 16 MiB pack,
     evicted each time): the report, if there is one, is whole JSON; its
-    prefetch ends by itself (no process of its session outlives
-    SESSION_ENDS_S)."""
+    prefetch (its grandchild, the one process that outlives it) ends by
+    itself: no process of its session outlives SESSION_ENDS_S."""
     from pagetrace.core import packfile
     data = tmp_path / "data.bin"
     write_file(str(data), 16 << 20, seed=3)
