@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <fuse.h>
+#include <fuse_lowlevel.h>
 #include <pthread.h>
 #include <sched.h>
 #include <signal.h>
@@ -143,6 +144,45 @@ static void on_wake(int sig)
 	(void)sig;
 }
 
+/* libfuse's buffer for one request: 256 pages and a header, the size it
+ * tells the kernel it reads with. */
+#define REQUEST_PAGES 256
+#define REQUEST_HEADER 4096
+
+/*
+ * fuse_loop(f), with the connection's end ours to tell: the kernel ends it
+ * with ENODEV once unmounted, or with ECONNABORTED when the detached mount
+ * goes while a request is being read (the loop device letting go of the
+ * image); either ends the loop without a word, where libfuse's own loop
+ * printed the second. Any other failure is said in one line.
+ */
+static void serve_requests(struct fuse *f)
+{
+	struct fuse_session *se = fuse_get_session(f);
+	size_t size = REQUEST_PAGES * (size_t)sysconf(_SC_PAGESIZE) + REQUEST_HEADER;
+	struct fuse_buf buf = {.mem = malloc(size)};
+	ssize_t n;
+
+	if (!buf.mem) {
+		errmsg("FUSE", "%s", errmsg_strerror(ENOMEM));
+		return;
+	}
+	while (!fuse_session_exited(se)) {
+		n = read(fuse_session_fd(se), buf.mem, size);
+		/* ENOENT: the request was interrupted, as libfuse reads it. */
+		if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == ENOENT))
+			continue;
+		if (n < 0 && errno != ENODEV && errno != ECONNABORTED)
+			errmsg("FUSE", "reading /dev/fuse: %s", errmsg_strerror(errno));
+		if (n <= 0)
+			break;
+		buf.size = n;
+		fuse_session_process_buf(se, &buf);
+	}
+	free(buf.mem);
+	fuse_session_reset(se);
+}
+
 static void *serve_thread(void *arg)
 {
 	struct sched_param rt = {.sched_priority = 10};
@@ -159,7 +199,7 @@ static void *serve_thread(void *arg)
 	 * Without the privilege both are only less precise. */
 	prctl(PR_SET_TIMERSLACK, 1UL);
 	pthread_setschedparam(pthread_self(), SCHED_FIFO, &rt);
-	fuse_loop(arg);
+	serve_requests(arg);
 	kill(getpid(), SIGUSR1);
 	return NULL;
 }
