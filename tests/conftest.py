@@ -75,12 +75,19 @@ def tmpfs_dir():
 
 def pytest_terminal_summary(terminalreporter):
     """The kernel matrix's minutes per guest, and its longest checks, in
-    pytest's output (CI's log shows where its minutes went)."""
+    pytest's output (CI's log shows where its minutes went); and each
+    kernel's random-script tallies: how many counts were compared, not only
+    that none mismatched (CI keeps no docs/kernels.md)."""
     import sys
     matrix = sys.modules.get("test_kernels")
     results = getattr(matrix, "_results", None)
     if not results:
         return
+    terminalreporter.section("kernel matrix: random scripts")
+    for kernel, outcomes in sorted(getattr(matrix, "_outcomes", {}).items()):
+        for (tool, check), (outcome, detail) in sorted(outcomes.items()):
+            if tool == "cachefuzz":
+                terminalreporter.write_line(f"{kernel:12} {check}: {outcome}: {detail}")
     terminalreporter.section("kernel matrix: minutes per guest")
     for name, r in results.items():
         if "guest_seconds" not in r:

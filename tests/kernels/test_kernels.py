@@ -1243,16 +1243,8 @@ def test_cachefuzz_judgement():
 
 
 @pytest.fixture(scope="module", autouse=True)
-def kernels_doc(pytestconfig):
+def kernels_doc():
     yield
-    # The random scripts' tallies, in the run's own output too (CI keeps no
-    # docs/kernels.md): how many counts each kernel compared, not only that
-    # none mismatched.
-    terminal = pytestconfig.pluginmanager.get_plugin("terminalreporter")
-    for kernel, outcomes in sorted(_outcomes.items()):
-        for (tool, check), (outcome, detail) in sorted(outcomes.items()):
-            if tool == "cachefuzz" and terminal:
-                terminal.write_line(f"test_kernels: {kernel} {check}: {outcome}: {detail}")
     doc = os.environ.get("PAGETRACE_KERNELS_DOC")
     if doc and _outcomes:
         with open(doc, "w") as f:
