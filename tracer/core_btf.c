@@ -232,28 +232,6 @@ static char memory_path[64];
 /* The last cut: its types, the kernel's (0: none made). */
 static __u32 cut_types, all_types;
 
-/* @btf's raw data in the memory file, made unless reserved; its path, or NULL. */
-static const char *write_memory_file(const struct btf *btf)
-{
-	__u32 size;
-	const char *data = btf__raw_data(btf, &size);
-	ssize_t done = 0, n;
-
-	if (memory_file < 0 && data)
-		memory_file = memfd_create("pagetrace-core-btf", MFD_CLOEXEC);
-	if (memory_file >= 0 && ftruncate(memory_file, 0))
-		done = -1;
-	while (memory_file >= 0 && done >= 0 && done < size &&
-	       (n = pwrite(memory_file, data + done, size - done, done)) > 0)
-		done += n;
-	if (memory_file < 0 || done != size) {
-		core_btf_close();
-		return NULL;
-	}
-	snprintf(memory_path, sizeof(memory_path), "/proc/self/fd/%d", memory_file);
-	return memory_path;
-}
-
 const char *core_btf_reserve(void)
 {
 	core_btf_close();
@@ -261,6 +239,25 @@ const char *core_btf_reserve(void)
 	if (memory_file < 0)
 		return NULL;
 	snprintf(memory_path, sizeof(memory_path), "/proc/self/fd/%d", memory_file);
+	return memory_path;
+}
+
+/* @btf's raw data in the memory file, made unless reserved; its path, or NULL. */
+static const char *write_memory_file(const struct btf *btf)
+{
+	__u32 size;
+	const char *data = btf__raw_data(btf, &size);
+	ssize_t done = 0, n;
+
+	if (!data || (memory_file < 0 && !core_btf_reserve()))
+		return NULL;
+	if (ftruncate(memory_file, 0) == 0)
+		while (done < size && (n = pwrite(memory_file, data + done, size - done, done)) > 0)
+			done += n;
+	if (done != size) {
+		core_btf_close();
+		return NULL;
+	}
 	return memory_path;
 }
 

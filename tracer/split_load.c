@@ -46,10 +46,14 @@ static int programs_to_share(struct split *sp, struct bpf_object *maps, const vo
 	bpf_object__for_each_program(prog, maps)
 		n++;
 	sp->shares = calloc(n ? n : 1, sizeof(*sp->shares));
+	if (!sp->shares) {
+		linked_sizes_close(ls);
+		return -ENOMEM;
+	}
 	bpf_object__for_each_program(prog, maps) {
 		struct split_share *share = &sp->shares[sp->nr_shares];
 
-		if (!sp->shares || !bpf_program__autoload(prog))
+		if (!bpf_program__autoload(prog))
 			continue;
 		share->name = bpf_program__name(prog);
 		share->size = ls ? linked_size(ls, share->name) : 0;
@@ -58,7 +62,7 @@ static int programs_to_share(struct split *sp, struct bpf_object *maps, const vo
 		sp->nr_shares++;
 	}
 	linked_sizes_close(ls);
-	return sp->shares ? 0 : -ENOMEM;
+	return 0;
 }
 
 /*
