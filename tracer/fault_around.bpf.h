@@ -150,39 +150,52 @@ static __always_inline bool vma_from_fault(struct vm_fault *vmf, struct vma_look
 }
 
 /*
- * The thread's last VMA (a file's or anonymous), found by a lookup that
- * began when mapping_calls was @calls: current while it still is.
+ * The thread's last VMA of its kind (a file's or anonymous), found by a
+ * lookup that began when mapping_calls was @calls: current while it
+ * still is. Two, since a thread's faults alternate between its heap and
+ * the libraries it runs.
  */
 static __always_inline void remember_vma(struct thread_access *ta, const struct vma_lookup *lookup,
 					 __u64 calls)
 {
-	ta->vma_calls = calls;
-	ta->vma_mapping = lookup->mapping;
-	ta->vma_start = lookup->start;
-	ta->vma_end = lookup->end;
-	ta->vma_pgoff = lookup->pgoff;
+	struct thread_vma *vma = &ta->vma[lookup->mapping ? THREAD_VMA_FILE : THREAD_VMA_ANON];
+
+	vma->calls = calls;
+	vma->mapping = lookup->mapping;
+	vma->start = lookup->start;
+	vma->end = lookup->end;
+	vma->pgoff = lookup->pgoff;
 }
 
-static __always_inline bool thread_vma_holds(const struct thread_access *ta, __u64 address)
+static __always_inline bool thread_vma_holds(const struct thread_vma *vma, __u64 address)
 {
-	return address - ta->vma_start < ta->vma_end - ta->vma_start;
+	return address - vma->start < vma->end - vma->start;
 }
 
-/* @lookup from the thread's last VMA, which holds its address. */
-static __always_inline void vma_from_thread(const struct thread_access *ta,
-					    struct vma_lookup *lookup)
+/* @lookup from a VMA of the thread's, which holds its address. */
+static __always_inline void vma_from_thread(const struct thread_vma *vma, struct vma_lookup *lookup)
 {
-	lookup->mapping = ta->vma_mapping;
-	lookup->start = ta->vma_start;
-	lookup->end = ta->vma_end;
-	lookup->pgoff = ta->vma_pgoff;
+	lookup->mapping = vma->mapping;
+	lookup->start = vma->start;
+	lookup->end = vma->end;
+	lookup->pgoff = vma->pgoff;
 	lookup->index = vma_page_index(lookup);
+}
+
+/* The thread's VMA that holds @address and is current at @calls, or NULL. */
+static __always_inline struct thread_vma *thread_vma_at(struct thread_access *ta, __u64 address,
+							 __u64 calls)
+{
+	for (int i = 0; i < THREAD_VMAS; i++)
+		if (ta->vma[i].calls == calls && thread_vma_holds(&ta->vma[i], address))
+			return &ta->vma[i];
+	return NULL;
 }
 
 /*
  * The VMA at @lookup->address of the thread's fault, at fault-around
  * (@in_fault), or once the fault has ended. 0: found; else the lookup's
- * error (-BPF_EBUSY: the lock was busy). The thread's last VMA needs no
+ * error (-BPF_EBUSY: the lock was busy). The thread's last VMAs need no
  * lookup at all while no call that may map a file has started since it
  * was found (mapping_calls, read_calls.bpf.h): the fault storm's
  * fault-arounds and a thread's faults in its anonymous memory then take
@@ -197,10 +210,11 @@ static __always_inline long thread_fault_vma(struct thread_access *ta, struct vm
 					     bool in_fault)
 {
 	__u64 calls = mapping_calls;	/* before: one may start during the lookup */
+	struct thread_vma *vma = thread_vma_at(ta, lookup->address, calls);
 	long err;
 
-	if (ta->vma_calls == calls && thread_vma_holds(ta, lookup->address)) {
-		vma_from_thread(ta, lookup);
+	if (vma) {
+		vma_from_thread(vma, lookup);
 		return 0;
 	}
 	if (in_fault) {
@@ -223,10 +237,11 @@ static __always_inline long thread_fault_vma(struct thread_access *ta, struct vm
 static __always_inline long fault_vma(struct thread_access *ta, struct vma_lookup *lookup,
 				      bool in_fault)
 {
+	struct thread_vma *file = &ta->vma[THREAD_VMA_FILE];
 	long err = thread_fault_vma(ta, lookup, in_fault);
 
-	if (err && ta->vma_mapping && thread_vma_holds(ta, lookup->address))
-		vma_from_thread(ta, lookup);
+	if (err && file->mapping && thread_vma_holds(file, lookup->address))
+		vma_from_thread(file, lookup);
 	return err;
 }
 

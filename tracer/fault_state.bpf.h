@@ -36,9 +36,52 @@
  * exit_group too, while its memory is still mapped) or next fault: then
  * its page, if it is a file's and in the page cache, is the access that
  * fault-around served. Anonymous faults, most faults, stay FAULT_STARTED
- * too: the thread's last VMA, anonymous or not, is remembered
- * (thread_fault_vma()), so that the next faults in it cost no lookup.
+ * too: the thread's last anonymous VMA and its last file's are remembered
+ * (thread_fault_vma()), so that the next faults in them cost no lookup.
  */
+
+/* A PMD-sized folio, the largest the page cache holds: 8 chunks. */
+#define FOLIO_CHUNKS	8
+
+/*
+ * Does @folio, of @nr pages, hold a page besides the fault's that no
+ * access or map accounts for yet? Only then can its page tables tell
+ * anything new, and only then is its VMA looked up: most large folios
+ * that filemap_fault() serves were accounted for by an earlier fault or
+ * read. A folio past FOLIO_CHUNKS is always looked at. A global
+ * function, on the walk in ROOM_FOLIO (as walk_chunk() on its room):
+ * verified once, its frame off the deepest call chain.
+ */
+__noinline int folio_has_unknown_pages(__u64 folio, __u64 nr, __u64 fault_index)
+{
+	struct walk_room_slot *slot;
+	struct page_chunk *state;
+	struct chunk_walk *walk;
+	__u64 base, mask, first = 0, last;
+
+	bpf_probe_read_kernel(&first, sizeof(first), (void *)folio + page_index_offset());
+	last = first + nr - 1;
+	if ((last >> CHUNK_SHIFT) - (first >> CHUNK_SHIFT) >= FOLIO_CHUNKS)
+		return 1;
+	slot = bpf_map_lookup_elem(&walk_room, &walk_room_keys[ROOM_FOLIO]);
+	if (!slot)
+		return 1;
+	walk = &slot->value;
+#pragma clang loop unroll(disable)
+	for (__u64 c = 0; c < FOLIO_CHUNKS; c++) {
+		walk->key.chunk = (first >> CHUNK_SHIFT) + c;
+		if (walk->key.chunk > last >> CHUNK_SHIFT)
+			break;
+		base = walk->key.chunk << CHUNK_SHIFT;
+		mask = range_mask(walk->key.chunk, first, last);
+		if (fault_index >= base && fault_index < base + CHUNK_PAGES)
+			mask &= ~(1ULL << (fault_index - base));
+		state = chunk_state(&walk->key, false);
+		if (mask & ~(state ? state->accessed | state->mapped : 0))
+			return 1;
+	}
+	return 0;
+}
 
 /*
  * A fault that filemap_fault() served: finish_fault() maps a PMD-sized
@@ -67,13 +110,15 @@ static __always_inline void map_fault_folio_with(struct chunk_walk *walk)
 	folio = folio_at(mapping, index);
 	if (!lookup.address || !folio || (nr = folio_pages((const struct folio *)folio)) < 2)
 		return;
+	start_walk(walk, mapping, OP_MAP, index, index);
+	if (!folio_has_unknown_pages(folio, nr, index))
+		return;
 	if (fault_vma(ta, &lookup, false) == -BPF_EBUSY && !lookup.end)
 		on_fault_lost();	/* which pages its folio's PMD mapped is not known */
 	if (!lookup.end)
 		return;
 	if (lookup.mapping != (__u64)mapping || lookup.index != index)
 		return;	/* not this fault's page (a kernel-mode or remote fault) */
-	start_walk(walk, mapping, OP_MAP, index, index);
 	page_access_map_whole_folios(walk, index, index, &lookup);
 }
 
@@ -144,9 +189,6 @@ static __always_inline void map_folio_chunk_from_ptes(struct inode *inode,
 	if (user_page_mapped(vma->start + ((page - vma->pgoff) << page_shift)))
 		map_chunk_from_ptes(inode, key, candidates, fault_index, false);
 }
-
-/* A PMD-sized folio, the largest the page cache holds: 8 chunks. */
-#define FOLIO_CHUNKS	8
 
 /*
  * The silent fault at @address, once it has ended: its page, if a file's

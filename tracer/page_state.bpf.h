@@ -4,7 +4,7 @@
  * page_states map (one struct page_chunk per 64 pages of a file, so that
  * a program re-reading a cached file costs no record and no memory beyond
  * the first pass); per thread, struct thread_access (its read call, its
- * system call, its page fault in progress and its last VMA). State only: the modules along the event path change it.
+ * system call, its page fault in progress and its last VMAs). State only: the modules along the event path change it.
  */
 #ifndef PAGETRACE_PAGE_STATE_BPF_H
 #define PAGETRACE_PAGE_STATE_BPF_H
@@ -34,6 +34,16 @@ struct {
 
 enum fault_state { FAULT_NONE, FAULT_STARTED, FAULT_RESOLVED };
 
+/* A VMA a thread's lookup found: current while mapping_calls is @calls. */
+struct thread_vma {
+	__u64 mapping;		/* 0: an anonymous VMA */
+	__u64 start, end, pgoff;
+	__u64 calls;		/* mapping_calls when its lookup began */
+};
+
+/* A thread's last file VMA and its last anonymous one (thread_access.vma). */
+enum { THREAD_VMA_FILE, THREAD_VMA_ANON, THREAD_VMAS };
+
 /* What one thread is doing: its read call and its page fault in progress. */
 struct thread_access {
 	__u64 call_mapping;	/* latest mm_filemap_get_pages of a read call */
@@ -51,9 +61,7 @@ struct thread_access {
 	__u32 fault_expects_read; /* that page was absent: its read is this miss */
 	struct page_chunk_key silent_key; /* resolve_silent()'s, off the stack */
 	__u32 fault_folio_check; /* filemap_fault served it: its folio may be mapped whole */
-	__u64 vma_mapping;	/* the last VMA a lookup found; 0: an anonymous one */
-	__u64 vma_start, vma_end, vma_pgoff;
-	__u64 vma_calls;	/* mapping_calls when its lookup began: current while equal */
+	struct thread_vma vma[THREAD_VMAS]; /* the last of each kind a lookup found */
 };
 
 /* Task-local storage: no hashing on the fault path, freed with the thread. */
