@@ -44,6 +44,21 @@
 #define FOLIO_CHUNKS	8
 
 /*
+ * Of chunk @key, the pages of the folio [first, last], besides the
+ * fault's, that no access or map accounts for yet.
+ */
+static __always_inline __u64 folio_chunk_unknown(struct page_chunk_key *key, __u64 first,
+						 __u64 last, __u64 fault_index)
+{
+	__u64 base = key->chunk << CHUNK_SHIFT, unknown = range_mask(key->chunk, first, last);
+	struct page_chunk *state = chunk_state(key, false);
+
+	if (fault_index >= base && fault_index < base + CHUNK_PAGES)
+		unknown &= ~(1ULL << (fault_index - base));
+	return unknown & ~(state ? state->accessed | state->mapped : 0);
+}
+
+/*
  * Does @folio, of @nr pages, hold a page besides the fault's that no
  * access or map accounts for yet? Only then can its page tables tell
  * anything new, and only then is its VMA looked up: most large folios
@@ -55,9 +70,8 @@
 __noinline int folio_has_unknown_pages(__u64 folio, __u64 nr, __u64 fault_index)
 {
 	struct walk_room_slot *slot;
-	struct page_chunk *state;
 	struct chunk_walk *walk;
-	__u64 base, mask, first = 0, last;
+	__u64 first = 0, last;
 
 	bpf_probe_read_kernel(&first, sizeof(first), (void *)folio + page_index_offset());
 	last = first + nr - 1;
@@ -72,12 +86,7 @@ __noinline int folio_has_unknown_pages(__u64 folio, __u64 nr, __u64 fault_index)
 		walk->key.chunk = (first >> CHUNK_SHIFT) + c;
 		if (walk->key.chunk > last >> CHUNK_SHIFT)
 			break;
-		base = walk->key.chunk << CHUNK_SHIFT;
-		mask = range_mask(walk->key.chunk, first, last);
-		if (fault_index >= base && fault_index < base + CHUNK_PAGES)
-			mask &= ~(1ULL << (fault_index - base));
-		state = chunk_state(&walk->key, false);
-		if (mask & ~(state ? state->accessed | state->mapped : 0))
+		if (folio_chunk_unknown(&walk->key, first, last, fault_index))
 			return 1;
 	}
 	return 0;
@@ -175,17 +184,11 @@ static __always_inline void map_folio_chunk_from_ptes(struct inode *inode,
 						      __u64 last, __u64 fault_index,
 						      struct vma_lookup *vma)
 {
-	__u64 base = key->chunk << CHUNK_SHIFT, candidates = range_mask(key->chunk, first, last);
-	struct page_chunk *state = chunk_state(key, false);
-	__u64 page;
+	__u64 candidates = folio_chunk_unknown(key, first, last, fault_index), page;
 
-	if (fault_index >= base && fault_index < base + CHUNK_PAGES)
-		candidates &= ~(1ULL << (fault_index - base));
-	if (state)
-		candidates &= ~(state->accessed | state->mapped);
 	if (!candidates)
 		return;
-	page = base + lowest_bit(candidates);
+	page = (key->chunk << CHUNK_SHIFT) + lowest_bit(candidates);
 	if (user_page_mapped(vma->start + ((page - vma->pgoff) << page_shift)))
 		map_chunk_from_ptes(inode, key, candidates, fault_index, false);
 }
