@@ -10,6 +10,8 @@ recorded there, then per iteration, in a new random order each time:
   launched    cold, then `pagetrace-launch PACK -- CMD` (--mode auto)
   launched-bSIZE-gG[-wW]  (LAUNCH_DISK_EXTRA) the same with --batch
               SIZE --batch-gap G [--window W]
+  launched-leadMS  (LAUNCH_DISK_EXTRA) the same with --lead MS (0: CMD
+              after the whole sorted read, as before --lead)
   launched-preloads  (LAUNCH_DISK_EXTRA) the same with the pack compiled
               from the same runs with `pack --preloads` (the program's own
               readahead(2)/WILLNEED pages too, used or not)
@@ -80,6 +82,7 @@ WHOLE_FILE = ("import sys\n"
               "    except OSError:\n"
               "        pass\n")
 RUN_TIMEOUT = 300
+LEAD = re.compile(r"launched-lead(\d+)$")
 BATCHED = re.compile(r"launched-b(\d+[KMG]?)-g(\d+)(?:-w(\d+[KMG]?))?$")
 RUN_RECORDED = re.compile(r"run (\d+)/\d+ recorded in ([\d.]+) s")
 
@@ -362,15 +365,16 @@ class Session:
         """(seconds, read part or None, exit status, message)."""
         self.prepare(state)
         read_s = None
-        batched = BATCHED.match(state)
+        batched, lead = BATCHED.match(state), LEAD.match(state)
         if state in ("launched", "launched-ra0", "launched-stale", "launched-preloads",
                      "launched-target") \
-                or batched:
+                or batched or lead:
             pack = self.pack_path + {"launched-ra0": ".ra0", "launched-stale": ".stale",
                                      "launched-preloads": ".preloads",
                                      "launched-target": ".target"}.get(state, "")
             options = ["--batch", batched[1], "--batch-gap", batched[2]] if batched else []
             options += ["--window", batched[3]] if batched and batched[3] else []
+            options += ["--lead", lead[1]] if lead else []
             elapsed, status, last = self.start([LAUNCHER, "-q", *options, pack, "--",
                                                 *self.app])
         elif state == "whole-file":

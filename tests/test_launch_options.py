@@ -48,6 +48,10 @@ def launch(*args, pack="/nonexistent-45.pack", command=("true",)):
     ("--batch", "-4M", "not a size (bytes, K, M or G)"),
     ("--batch-gap", "-1", "not a whole number"),
     ("--batch-gap", "8p", "not a whole number"),
+    ("--lead", "soon", "not auto or milliseconds"),
+    ("--lead", "5s", "not auto or milliseconds"),
+    ("--lead", "", "not auto or milliseconds"),
+    ("--lead", "600001", "not from 0 to 600000"),
     ("--gap", "-1", "not a whole number"),
     ("--gap", "2k", "not a whole number"),
     ("--mode", "fast", "not auto, concurrent, planned, sorted or none"),
@@ -65,6 +69,7 @@ def test_a_bad_value_is_one_line_and_status_2(option, text, why, tmp_path):
 @pytest.mark.parametrize("args", [
     ("--max-age", "0"), ("--max-age", "90m"), ("--max-age", "7"),
     ("--window", "8K"), ("--window", "1"), ("--gap", "0"),
+    ("--lead", "auto"), ("--lead", "0"), ("--lead", "1500"),
     ("--batch", "0"), ("--batch", "16M"), ("--batch-gap", "0"), ("--batch-gap", "32"),
     ("--mode", "none"), ("--mode", "concurrent"), ("--verify", "stat"),
     ("--verify", "content"),

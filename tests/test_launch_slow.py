@@ -11,6 +11,7 @@ device node), sysfs's read_ahead_kb, losetup, /proc.
 """
 import contextlib
 import ctypes
+import json
 import os
 import shutil
 import signal
@@ -22,6 +23,7 @@ import time
 import pytest
 
 import loopimg
+import pagecache_util
 from conftest import REPO, require_root
 
 sys.path.insert(0, os.path.join(REPO, "analysis"))
@@ -266,3 +268,76 @@ def test_bench_interrupted_anywhere_leaves_nothing(tmp_path, after_s):
     for path, value in ras.items():
         if os.path.exists(path):
             assert open(path).read() == value, path
+
+
+AT_START = """\
+import sys
+sys.path.insert(0, {tests!r})
+import pagecache_util
+wanted = {wanted!r}
+print(sum(len(pagecache_util.cached_since_eviction(p) & set(pages))
+          for p, pages in wanted.items()), file=open({marker!r}, "w"))
+sys.exit(7)
+"""
+
+
+def _session_left(sid):
+    """PIDs of processes still in session SID (from /proc/PID/stat)."""
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[3]) == sid and fields[0] != "Z":
+            left.append(pid)
+    return left
+
+
+@pytest.mark.parametrize("lead", ["0", "auto"])
+def test_sorted_read_goes_on_beside_the_command_for_the_lead(tmp_path, lead):
+    """On a disk that seeks, the sorted read is waited for to its end with
+    --lead 0: every page of the pack is cached when the command starts.
+    With --lead auto and a pack whose start first used the disk 30 s in,
+    the command starts while the read goes on (some pages not cached yet),
+    the read then ends beside it with every page cached, and nothing of the
+    launch is left. Ground truth: mincore and cachestat(2), /proc."""
+    with emulated_fs("hdd-7200", _scattered, size_mib=160) as (point, device, _):
+        pack_path = tmp_path / "data.pack"
+        scattered_pack(point, pack_path)
+        pack = packfile.read(pack_path)
+        pack = pack._replace(   # measured as seeking (scattered_pack)
+            ranges=[r._replace(ts_us=30_000_000 + k) for k, r in enumerate(pack.ranges)])
+        packfile.write(pack, pack_path)
+        wanted = {}
+        for r in pack.ranges:
+            wanted.setdefault(pack.files[r.file].path, []).extend(range(r.page, r.page + r.pages))
+        total = sum(len(p) for p in wanted.values())
+        drop_caches()
+        pagecache_util.evict(*wanted)
+        marker, report = tmp_path / "at-start", tmp_path / "report.json"
+        code = AT_START.format(tests=os.path.dirname(__file__), wanted=wanted,
+                               marker=str(marker))
+        launch = subprocess.Popen(
+            [sys.executable, PAGETRACE, "launch", "--lead", lead, "--report", str(report),
+             str(pack_path), "--", sys.executable, "-c", code],
+            stderr=subprocess.PIPE, text=True, start_new_session=True)
+        _, err = launch.communicate(timeout=120)
+        assert launch.returncode == 7, err
+        decided = json.loads(report.read_text())
+        assert decided["mode"] == "sorted", decided
+        at_start = int(marker.read_text())
+        if lead == "0":
+            assert decided["lead_s"] == 0.0
+            assert at_start == total, f"{at_start} of {total} pages cached at the start"
+            return
+        assert decided["lead_s"] == 30.0
+        assert at_start < total, "the read had ended when the command started"
+        deadline = time.monotonic() + 60
+        while _session_left(launch.pid) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert _session_left(launch.pid) == [], "the read never ended"
+        cached = sum(len(pagecache_util.cached_since_eviction(p) & set(pages))
+                     for p, pages in wanted.items())
+        assert cached == total, f"{cached} of {total} pages cached after the read"

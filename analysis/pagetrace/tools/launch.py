@@ -40,7 +40,7 @@ import time
 from pagetrace import __version__
 from pagetrace.core import packfile
 from pagetrace.tools import launch_prefetch
-from pagetrace.tools.launch_sorted import find_replay, sorted_prefetch
+from pagetrace.tools.launch_sorted import find_replay, sorted_prefetch, start_lead
 from pagetrace.tools.launch_files import (PROG, LaunchError, check_files, content_changed,
                                           file_devices, say, skipped_line)
 from pagetrace.tools.launch_plan import (SEEK_US, bandwidth_bound, cold_cost, plan_cost,
@@ -295,6 +295,11 @@ def build_parser(prog=PROG):
                    "between a file's ranges (default: what the device's "
                    "read cap makes cheapest; without a cap, planned %d, "
                    "sorted 0)" % CHEAP_GAP)
+    p.add_argument("--lead", metavar="MS", type=lead_ms, default="auto",
+                   help="sorted, on a seeking device: start CMD when the read's "
+                   "estimated time left is MS milliseconds (auto, the default: how "
+                   "long the recorded start ran before it used that device; 0: "
+                   "after the whole read)")
     p.add_argument("--window", metavar="SIZE", type=size_bytes,
                    help="concurrent, planned: at most SIZE bytes (K, M, G) "
                    "asked for and not yet read (default 1M; 8M for planned "
@@ -313,6 +318,13 @@ def build_parser(prog=PROG):
     p.add_argument("-q", "--quiet", action="store_true",
                    help="only problems on stderr")
     return p
+
+
+def lead_ms(text):
+    """--lead: auto, or a whole number of milliseconds (up to 600,000)."""
+    if text == "auto" or (text.isdigit() and int(text) <= 600_000):
+        return text
+    raise argparse.ArgumentTypeError(f"'{text}': not auto or milliseconds from 0 to 600000")
 
 
 def main(argv=None, prog=PROG):
@@ -350,7 +362,7 @@ def main(argv=None, prog=PROG):
 def prepare(args, command, started):
     """Checks the pack and starts (or runs) the prefetch; the report."""
     report = {"pack": args.pack, "mode": None, "files": 0, "prefetched_files": 0,
-              "pages": 0, "skipped": {}, "problem": None}
+              "pages": 0, "skipped": {}, "problem": None, "lead_s": None}
 
     def unusable(message):
         if args.strict:
@@ -404,9 +416,12 @@ def prepare(args, command, started):
             ranges = launch_prefetch.first_access_plan(pack, keep, gap, largest)
             window = args.window or (CAPPED_WINDOW if cap else BESIDE_WINDOW)
             report.update(pages=sum(r[2] for r in ranges), window=window)
+    ahead = None if beside else _lead(args, pack, keep, report)
     if not args.quiet:
         say(f"prefetching {len(keep)} of {len(pack.files)} files, {mode}"
             + (" beside the start" if beside else " before the start")
+            + (f", CMD started {ahead[0]:.2f} s before its estimated end"
+               if ahead and ahead[0] else "")
             + f" ({report.get('device', 'mode given')})")
     if beside:
         if mode == "concurrent":
@@ -415,13 +430,29 @@ def prepare(args, command, started):
         start_concurrent(pack, data, path, keep, window,
                          skipped if verify else None, ranges)
     else:
-        report["pages"], problem = sorted_prefetch(pack, keep, gap, largest, replay)
+        report["pages"], problem = sorted_prefetch(pack, keep, gap, largest, replay, ahead)
         if problem:
             say(f"warning: the prefetch failed ({problem}): starting anyway")
             report["problem"] = problem
     report["launch_s"] = time.perf_counter() - started
     report["pack_data"] = pack
     return report
+
+
+def _lead(args, pack, keep, report):
+    """(lead seconds, seeking devices) for sorted_prefetch, or None: the
+    sorted read on a device whose random read the pack measured at SEEK_US
+    or more is not waited for to its end; CMD starts when its estimated
+    time left is the lead (--lead MS; auto: start_lead, how long the
+    recorded start ran before it first used a file there). The start's
+    first part (a runtime, a launcher, files of other devices) overlaps the
+    read's tail."""
+    seeking = {d for d in file_devices(pack, keep) if pack.request_us.get(d, 0) >= SEEK_US}
+    if not seeking or args.refine:
+        return None
+    lead = start_lead(pack, keep, seeking) if args.lead == "auto" else int(args.lead) / 1000
+    report["lead_s"] = round(lead, 3)
+    return lead, seeking
 
 
 def _choose_mode(mode, pack, data, path, keep, report):

@@ -6,8 +6,15 @@ pack's sorted read as the launch plans it, with no command).
 Standard library only.
 """
 import os
+import sys
+import time
 
 from pagetrace.core import packfile
+
+# The rate of a sorted read is taken from at least this long a stretch of
+# it, its progress read from the devices' stat files this often.
+MIN_RATE_S = 0.2
+POLL_S = 0.02
 
 
 # ---------------------------------------------------------------------------
@@ -55,11 +62,13 @@ def run_sorted(replay, fd, max_request):
     return None
 
 
-def sorted_prefetch(pack, keep, gap, largest, replay):
+def sorted_prefetch(pack, keep, gap, largest, replay, ahead=None):
     """Reads the kept files' ranges, gaps of up to `gap` pages filled, in
     disk order, in requests of at most `largest` pages; (pages read, None
     or why it failed). The metadata of device nodes first (read_metadata),
-    so that replay's opens and FIEMAP find it cached."""
+    so that replay's opens and FIEMAP find it cached. With `ahead`
+    (lead seconds, seeking devices): returns once the read's estimated
+    time left is at most the lead (read_ahead_of_start)."""
     from pagetrace.tools.launch_files import is_device
     from pagetrace.tools.launch_plan import plan_ranges
     devices = [i for i in keep if is_device(pack.files[i])]
@@ -68,8 +77,14 @@ def sorted_prefetch(pack, keep, gap, largest, replay):
     if not files:
         return pages, None
     ranges = plan_ranges(pack, files, gap, merge=True)
-    problem = run_sorted(replay, _memfd(list_bytes(ranges, pack.page_size)),
-                         largest * pack.page_size)
+    fd = _memfd(list_bytes(ranges, pack.page_size))
+    if ahead and ahead[0] > 0:
+        lead, devices = ahead
+        on = {pack.files[i].path for i in files if pack.files[i].dev in devices}
+        total = sum(r[2] for r in ranges if r[0] in on) * pack.page_size
+        return pages + sum(r[2] for r in ranges), read_ahead_of_start(
+            replay, fd, largest * pack.page_size, lead, devices, total)
+    problem = run_sorted(replay, fd, largest * pack.page_size)
     return pages + sum(r[2] for r in ranges), problem
 
 
@@ -100,3 +115,64 @@ def read_metadata(pack, devices, gap):
         finally:
             os.close(fd)
     return pages
+
+
+# ---------------------------------------------------------------------------
+# CMD started before the sorted read ends: the read's tail overlaps the
+# part of the start that does not wait for the seeking device.
+
+def start_lead(pack, keep, devices):
+    """Seconds from the recorded start to its first use of a regular
+    file's page on one of `devices` (the seeking ones): how long CMD runs
+    before it needs them. The first record's run is the reference (ts_us)."""
+    from pagetrace.tools.launch_files import is_device
+    on = {i for i in keep if pack.files[i].dev in devices and not is_device(pack.files[i])}
+    first = min((r.ts_us for r in pack.ranges if r.file in on), default=0)
+    return first / 1e6
+
+
+def _sectors_read(devices):
+    """Sectors read so far from `devices` (MAJ:MIN), from their stat files."""
+    total = 0
+    for dev in devices:
+        try:
+            with open(f"/sys/dev/block/{dev}/stat") as f:
+                total += int(f.read().split()[2])
+        except (OSError, IndexError, ValueError):
+            pass
+    return total
+
+
+def read_ahead_of_start(replay, fd, max_request, lead, devices, total):
+    """replay --sorted --prefetch in a grandchild (nobody's zombie once CMD
+    has replaced this process); returns None when it has ended, or once its
+    time left on `devices` is estimated at most `lead` s: the bytes left of
+    `total` at the rate they have been read since the devices' first read
+    after it started (files of other devices may come first)."""
+    import select
+    done_r, done_w = os.pipe()
+    child = os.fork()
+    if child == 0:
+        try:
+            os.close(done_r)
+            if os.fork() == 0:
+                problem = run_sorted(replay, fd, max_request)
+                if problem:
+                    sys.stderr.write(f"pagetrace launch: warning: the prefetch failed ({problem})\n")
+        finally:
+            os._exit(0)
+    os.waitpid(child, 0)
+    os.close(done_w)
+    os.close(fd)
+    base, first = _sectors_read(devices), None
+    while not select.select([done_r], [], [], POLL_S)[0]:
+        now, read = time.monotonic(), _sectors_read(devices)
+        if first is None:
+            first = (now, read) if read > base else None
+            continue
+        elapsed, rate = now - first[0], (read - first[1]) * 512
+        left = total - (read - base) * 512
+        if elapsed >= MIN_RATE_S and rate > 0 and left * elapsed / rate <= lead:
+            break
+    os.close(done_r)
+    return None
