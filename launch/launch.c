@@ -10,6 +10,7 @@
 
 #include <argp.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -268,6 +269,20 @@ static void say_skipped(const struct pack *pack, const struct skipped *s)
 	free(line);
 }
 
+/* The prefetch holds no end of CMD's input or output: a reader of CMD's
+ * output sees its end when CMD ends, not when the prefetch does. Its
+ * warnings go to stderr. */
+static void leave_cmd_output(void)
+{
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+
+	if (null >= 0) {
+		dup2(null, STDIN_FILENO);
+		dup2(null, STDOUT_FILENO);
+		close(null);
+	}
+}
+
 /* Forked twice, so that the prefetch is nobody's zombie once CMD has
  * replaced this process and CMD starts without waiting for it. */
 static void start_beside(const struct pack *pack, struct skipped *s,
@@ -277,6 +292,7 @@ static void start_beside(const struct pack *pack, struct skipped *s,
 
 	if (child == 0) {
 		if (fork() == 0) {
+			leave_cmd_output();
 			if (verify) {
 				verify_content(pack, s);
 				say_skipped(pack, s);

@@ -40,7 +40,8 @@ import time
 from pagetrace import __version__
 from pagetrace.core import packfile
 from pagetrace.tools import launch_prefetch
-from pagetrace.tools.launch_sorted import find_replay, sorted_prefetch, start_lead
+from pagetrace.tools.launch_sorted import (find_replay, leave_cmd_output, sorted_prefetch,
+                                           start_lead)
 from pagetrace.tools.launch_files import (PROG, LaunchError, check_files, content_changed,
                                           file_devices, say, skipped_line)
 from pagetrace.tools.launch_plan import (SEEK_US, bandwidth_bound, cold_cost, plan_cost,
@@ -213,6 +214,7 @@ def start_concurrent(pack, data, source, keep, window, skipped=None, ranges=None
     if child == 0:
         try:
             if os.fork() == 0:
+                leave_cmd_output()
                 if skipped is not None:
                     keep = _verify_content(pack, keep, skipped)
                     if skipped:

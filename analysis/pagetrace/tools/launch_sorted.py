@@ -143,6 +143,16 @@ def _sectors_read(devices):
     return total
 
 
+def leave_cmd_output():
+    """In a prefetch beside CMD: no end of CMD's input or output held, so
+    that a reader of CMD's output sees its end when CMD ends, not when the
+    prefetch does (its warnings go to stderr)."""
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
+
+
 def read_ahead_of_start(replay, fd, max_request, lead, devices, total):
     """replay --sorted --prefetch in a grandchild (nobody's zombie once CMD
     has replaced this process); returns None when it has ended, or once its
@@ -156,6 +166,7 @@ def read_ahead_of_start(replay, fd, max_request, lead, devices, total):
         try:
             os.close(done_r)
             if os.fork() == 0:
+                leave_cmd_output()
                 problem = run_sorted(replay, fd, max_request)
                 if problem:
                     sys.stderr.write(f"pagetrace launch: warning: the prefetch failed ({problem})\n")
