@@ -117,13 +117,13 @@ static error_t parse_opt(int key, char *arg, struct argp_state *state)
 		number_option("--gap", arg, NULL, 0, UINT64_MAX);
 		break;
 	case OPT_LEAD: /* the planner's: auto, or milliseconds */
-		if (strcmp(arg, "auto") != 0 &&
-		    (!*arg || arg[strspn(arg, "0123456789")])) {
+		if (strcmp(arg, "auto") == 0)
+			break;
+		if (!*arg || arg[strspn(arg, "0123456789")]) {
 			errmsg("--lead", "'%s': not auto or milliseconds", arg);
 			exit(2);
 		}
-		if (strcmp(arg, "auto") != 0)
-			number_option("--lead", arg, NULL, 0, 600000);
+		number_option("--lead", arg, NULL, 0, 600000);
 		break;
 	case OPT_REFINE: o->refine = 1; break;
 	case OPT_REPLAY: break; /* the planner's */

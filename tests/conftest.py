@@ -7,6 +7,7 @@ them cannot pass as one that did. The mounting itself lives in loopimg.py.
 The tests that need no root are marked `unit`: `pytest -m unit` runs them as
 any user.
 """
+import contextlib
 import os
 import select
 import subprocess
@@ -24,6 +25,36 @@ def pytest_configure(config):
     config.addinivalue_line(
         "markers", "unit: needs no root and leaves the machine alone; `pytest -m unit` runs "
         "these as a normal user")
+
+
+def session_left(sid):
+    """The live (not zombie) processes of session @sid, in one scan of
+    /proc. One scan can miss one: a process listed that forks and ends
+    before its turn (launch's middle child, which forks the prefetch)
+    leaves a child that the listing had not yet; see session_ends."""
+    left = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        with contextlib.suppress(OSError, IndexError):
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if int(fields[3]) == sid and fields[0] != "Z":
+                left.append(int(pid))
+    return left
+
+
+def session_ends(sid, seconds):
+    """Waits up to @seconds for session @sid to end; its live processes
+    then. Ended: two scans in a row find none. A process that the first
+    missed was forked before the parent that the scan skipped had ended,
+    so the second lists it (launch's processes fork no deeper than that)."""
+    deadline, empty = time.monotonic() + seconds, 0
+    while empty < 2:
+        left = session_left(sid)
+        empty = 0 if left else empty + 1
+        if left and time.monotonic() >= deadline:
+            return left
+        time.sleep(0.05 if left else 0)
+    return []
 
 
 def wait_ready(proc, tool, timeout=60):

@@ -28,7 +28,7 @@ import time
 
 import pytest
 
-from conftest import REPO, require_root
+from conftest import REPO, require_root, session_ends
 from pagecache_util import PAGE, evict, write_file
 
 KILLS = int(os.environ.get("PAGETRACE_KILLS", "100"))
@@ -133,36 +133,6 @@ def pagetrace_cgroups():
         with contextlib.suppress(OSError):
             found |= {os.path.join(top, n) for n in os.listdir(top) if RUN_CGROUP.fullmatch(n)}
     return found
-
-
-def session_left(sid):
-    """The live (not zombie) processes of session @sid, in one scan of
-    /proc. One scan can miss one: a process listed that forks and ends
-    before its turn (launch's middle child, which forks the prefetch)
-    leaves a child that the listing had not yet; see session_ends."""
-    left = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        with contextlib.suppress(OSError, IndexError):
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            if int(fields[3]) == sid and fields[0] != "Z":
-                left.append(int(pid))
-    return left
-
-
-def session_ends(sid, seconds):
-    """Waits up to @seconds for session @sid to end; its live processes
-    then. Ended: two scans in a row find none. A process that the first
-    missed was forked before the parent that the scan skipped had ended,
-    so the second lists it (launch's processes fork no deeper than that)."""
-    deadline, empty = time.monotonic() + seconds, 0
-    while empty < 2:
-        left = session_left(sid)
-        empty = 0 if left else empty + 1
-        if left and time.monotonic() >= deadline:
-            return left
-        time.sleep(0.05 if left else 0)
-    return []
 
 
 def describe(pid):

@@ -27,7 +27,7 @@ import pytest
 
 import loopimg
 import pagecache_util
-from conftest import REPO, require_root
+from conftest import REPO, require_root, session_ends
 
 sys.path.insert(0, os.path.join(REPO, "analysis"))
 from pagetrace.core import packfile  # noqa: E402
@@ -278,24 +278,32 @@ import sys
 sys.path.insert(0, {tests!r})
 import pagecache_util
 wanted = {wanted!r}
-print(sum(len(pagecache_util.cached_since_eviction(p) & set(pages))
+print(sum(len(pagecache_util.cached_since_eviction(p) & pages)
           for p, pages in wanted.items()), file=open({marker!r}, "w"))
 sys.exit(7)
 """
 
 
-def _session_left(sid):
-    """PIDs of processes still in session SID (from /proc/PID/stat)."""
-    left = []
-    for pid in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if int(fields[3]) == sid and fields[0] != "Z":
-            left.append(pid)
-    return left
+def first_used_late(point, pack_path):
+    """scattered_pack's pack, its start using the disk first 30 s in (the
+    lead: 30 s); its pages evicted. {path: set of its pages}, and their
+    number."""
+    scattered_pack(point, pack_path)
+    pack = packfile.read(pack_path)
+    packfile.write(pack._replace(ranges=[r._replace(ts_us=30_000_000) for r in pack.ranges]),
+                   pack_path)
+    wanted = {}
+    for r in pack.ranges:
+        wanted.setdefault(pack.files[r.file].path, set()).update(range(r.page, r.page + r.pages))
+    drop_caches()
+    pagecache_util.evict(*wanted)
+    return wanted, sum(len(p) for p in wanted.values())
+
+
+def cached_of(wanted):
+    """How many of `wanted`'s pages were cached since their eviction."""
+    return sum(len(pagecache_util.cached_since_eviction(p) & pages)
+               for p, pages in wanted.items())
 
 
 @pytest.mark.parametrize("lead", ["0", "auto"])
@@ -308,17 +316,7 @@ def test_sorted_read_goes_on_beside_the_command_for_the_lead(tmp_path, lead):
     launch is left. Ground truth: mincore and cachestat(2), /proc."""
     with emulated_fs("hdd-7200", _scattered, size_mib=160) as (point, device, _):
         pack_path = tmp_path / "data.pack"
-        scattered_pack(point, pack_path)
-        pack = packfile.read(pack_path)
-        pack = pack._replace(   # measured as seeking (scattered_pack)
-            ranges=[r._replace(ts_us=30_000_000 + k) for k, r in enumerate(pack.ranges)])
-        packfile.write(pack, pack_path)
-        wanted = {}
-        for r in pack.ranges:
-            wanted.setdefault(pack.files[r.file].path, []).extend(range(r.page, r.page + r.pages))
-        total = sum(len(p) for p in wanted.values())
-        drop_caches()
-        pagecache_util.evict(*wanted)
+        wanted, total = first_used_late(point, pack_path)
         marker, report = tmp_path / "at-start", tmp_path / "report.json"
         code = AT_START.format(tests=os.path.dirname(__file__), wanted=wanted,
                                marker=str(marker))
@@ -337,12 +335,8 @@ def test_sorted_read_goes_on_beside_the_command_for_the_lead(tmp_path, lead):
             return
         assert decided["lead_s"] == 30.0
         assert at_start < total, "the read had ended when the command started"
-        deadline = time.monotonic() + 60
-        while _session_left(launch.pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert _session_left(launch.pid) == [], "the read never ended"
-        cached = sum(len(pagecache_util.cached_since_eviction(p) & set(pages))
-                     for p, pages in wanted.items())
+        assert session_ends(launch.pid, 60) == [], "the read never ended"
+        cached = cached_of(wanted)
         assert cached == total, f"{cached} of {total} pages cached after the read"
 
 
@@ -354,31 +348,17 @@ def test_a_reader_of_the_commands_output_does_not_wait_for_the_prefetch(tmp_path
     lead of 30 s) is still reading; the prefetch then ends on its own."""
     with emulated_fs("hdd-5400", _scattered, size_mib=160) as (point, device, _):
         pack_path = tmp_path / "data.pack"
-        scattered_pack(point, pack_path)
-        pack = packfile.read(pack_path)
-        packfile.write(pack._replace(ranges=[r._replace(ts_us=30_000_000)
-                                             for r in pack.ranges]), pack_path)
-        wanted = {}
-        for r in pack.ranges:
-            wanted.setdefault(pack.files[r.file].path, set()).update(
-                range(r.page, r.page + r.pages))
-        total = sum(len(p) for p in wanted.values())
-        drop_caches()
-        pagecache_util.evict(*wanted)
+        wanted, total = first_used_late(point, pack_path)
         launch = subprocess.Popen(
             [sys.executable, PAGETRACE, "launch", "-q", "--mode", mode, str(pack_path),
              "--", "echo", "hi"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
             start_new_session=True)
         out = launch.stdout.read()
-        at_eof = sum(len(pagecache_util.cached_since_eviction(p) & pages)
-                     for p, pages in wanted.items())
+        at_eof = cached_of(wanted)
         _, err = launch.communicate(timeout=120)
         assert (launch.returncode, out, err) == (0, b"hi\n", b"")
         # The prefetch takes about 1.5 s there; echo, a few ms (the pages
         # last asked for may still be in flight when it ends: half, not all).
         assert at_eof < total // 2, \
             f"{at_eof} of {total} pages cached when the output ended"
-        deadline = time.monotonic() + 60
-        while _session_left(launch.pid) and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert _session_left(launch.pid) == [], "the prefetch never ended"
+        assert session_ends(launch.pid, 60) == [], "the prefetch never ended"

@@ -40,10 +40,9 @@ import time
 from pagetrace import __version__
 from pagetrace.core import packfile
 from pagetrace.tools import launch_prefetch
-from pagetrace.tools.launch_sorted import (find_replay, leave_cmd_output, sorted_prefetch,
-                                           start_lead)
+from pagetrace.tools.launch_sorted import find_replay, sorted_prefetch, start_lead
 from pagetrace.tools.launch_files import (PROG, LaunchError, check_files, content_changed,
-                                          file_devices, say, skipped_line)
+                                          file_devices, leave_cmd_output, say, skipped_line)
 from pagetrace.tools.launch_plan import (SEEK_US, bandwidth_bound, cold_cost, plan_cost,
                                          sorted_plan)
 

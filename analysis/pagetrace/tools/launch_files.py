@@ -1,7 +1,7 @@
 """`pagetrace launch`: which files of a pack are still the ones recorded
 (device, inode, size and mtime with one stat; the CRC-32 of the first
-4 KiB where asked), the one line that names those skipped, and the
-launch's messages. Shared by launch and `launch --refine` (packrefine).
+4 KiB where asked), the one line that names those skipped, the
+launch's messages, and the standard streams of a prefetch beside CMD. Shared by launch and `launch --refine` (packrefine).
 Standard library only.
 """
 import os
@@ -22,6 +22,16 @@ class LaunchError(Exception):
 
 def say(message):
     sys.stderr.write(f"{PROG}: {message}\n")
+
+
+def leave_cmd_output():
+    """In a prefetch beside CMD: no end of CMD's input or output held, so
+    that a reader of CMD's output sees its end when CMD ends, not when the
+    prefetch does (its warnings go to stderr)."""
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)
+    os.dup2(null, 1)
+    os.close(null)
 
 
 # ---------------------------------------------------------------------------

@@ -6,7 +6,6 @@ pack's sorted read as the launch plans it, with no command).
 Standard library only.
 """
 import os
-import sys
 import time
 
 from pagetrace.core import packfile
@@ -78,14 +77,14 @@ def sorted_prefetch(pack, keep, gap, largest, replay, ahead=None):
         return pages, None
     ranges = plan_ranges(pack, files, gap, merge=True)
     fd = _memfd(list_bytes(ranges, pack.page_size))
+    pages += sum(r[2] for r in ranges)
     if ahead and ahead[0] > 0:
         lead, devices = ahead
         on = {pack.files[i].path for i in files if pack.files[i].dev in devices}
         total = sum(r[2] for r in ranges if r[0] in on) * pack.page_size
-        return pages + sum(r[2] for r in ranges), read_ahead_of_start(
-            replay, fd, largest * pack.page_size, lead, devices, total)
-    problem = run_sorted(replay, fd, largest * pack.page_size)
-    return pages + sum(r[2] for r in ranges), problem
+        return pages, read_ahead_of_start(replay, fd, largest * pack.page_size, lead,
+                                          devices, total)
+    return pages, run_sorted(replay, fd, largest * pack.page_size)
 
 
 def read_metadata(pack, devices, gap):
@@ -143,16 +142,6 @@ def _sectors_read(devices):
     return total
 
 
-def leave_cmd_output():
-    """In a prefetch beside CMD: no end of CMD's input or output held, so
-    that a reader of CMD's output sees its end when CMD ends, not when the
-    prefetch does (its warnings go to stderr)."""
-    null = os.open(os.devnull, os.O_RDWR)
-    os.dup2(null, 0)
-    os.dup2(null, 1)
-    os.close(null)
-
-
 def read_ahead_of_start(replay, fd, max_request, lead, devices, total):
     """replay --sorted --prefetch in a grandchild (nobody's zombie once CMD
     has replaced this process); returns None when it has ended, or once its
@@ -160,6 +149,7 @@ def read_ahead_of_start(replay, fd, max_request, lead, devices, total):
     `total` at the rate they have been read since the devices' first read
     after it started (files of other devices may come first)."""
     import select
+    from pagetrace.tools.launch_files import leave_cmd_output, say
     done_r, done_w = os.pipe()
     child = os.fork()
     if child == 0:
@@ -169,7 +159,7 @@ def read_ahead_of_start(replay, fd, max_request, lead, devices, total):
                 leave_cmd_output()
                 problem = run_sorted(replay, fd, max_request)
                 if problem:
-                    sys.stderr.write(f"pagetrace launch: warning: the prefetch failed ({problem})\n")
+                    say(f"warning: the prefetch failed ({problem})")
         finally:
             os._exit(0)
     os.waitpid(child, 0)
