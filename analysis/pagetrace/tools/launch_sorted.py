@@ -1,6 +1,7 @@
 """`pagetrace launch`, sorted mode: the pack's pages read in disk order
-before CMD starts, by `replay --sorted --prefetch` (FIEMAP order) from a
-list in the trace format written to a memfd. Used by the planner
+before CMD starts (on a disk that seeks, all but the read's last lead
+seconds, which go on beside CMD), by `replay --sorted --prefetch` (FIEMAP
+order) from a list in the trace format written to a memfd. Used by the planner
 (tools/launch.py; its `sorted_prefetch_only` is the bench's bound: the
 pack's sorted read as the launch plans it, with no command).
 Standard library only.
