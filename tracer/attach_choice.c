@@ -35,19 +35,45 @@ static const struct btf_type *tracepoint_proto(const struct btf *vmlinux, const 
 	return t && btf_is_func_proto(t) ? t : NULL;
 }
 
-/* The prototype of kernel function @name, or NULL. */
-static const struct btf_type *function_proto(const struct btf *vmlinux, const char *name)
+/* The prototype of the kernel function of BTF id @id (< 0: none), or NULL. */
+static const struct btf_type *proto_of_function(const struct btf *vmlinux, int id)
 {
-	int id = btf__find_by_name_kind(vmlinux, name, BTF_KIND_FUNC);
 	const struct btf_type *t = id < 0 ? NULL : btf__type_by_id(vmlinux, id);
 
 	t = t ? btf__type_by_id(vmlinux, t->type) : NULL;
 	return t && btf_is_func_proto(t) ? t : NULL;
 }
 
+/* The prototype of kernel function @name, or NULL. */
+static const struct btf_type *function_proto(const struct btf *vmlinux, const char *name)
+{
+	return proto_of_function(vmlinux, btf__find_by_name_kind(vmlinux, name, BTF_KIND_FUNC));
+}
+
+void attach_choice_resolve(struct attach_choice *c, int n, const struct btf *vmlinux)
+{
+	int types = btf__type_cnt(vmlinux);
+
+	for (int i = 0; i < n; i++)
+		c[i].function_id = -1;
+	for (int id = 1; id < types; id++) {
+		const struct btf_type *t = btf__type_by_id(vmlinux, id);
+		const char *name;
+
+		if (!btf_is_func(t))
+			continue;
+		name = btf__name_by_offset(vmlinux, t->name_off);
+		for (int i = 0; i < n; i++)
+			if (c[i].function && c[i].function_id < 0 && strcmp(name, c[i].function) == 0)
+				c[i].function_id = id;
+	}
+}
+
 void attach_choice_find(struct attach_choice *c, const struct btf *vmlinux, bool use_btf)
 {
-	const struct btf_type *proto = tracepoint_proto(vmlinux, c->tracepoint);
+	/* A row of a function alone (ATTACH_FUNCTION) has no tracepoint to look up. */
+	const struct btf_type *proto = c->btf_prog || c->raw_prog ?
+				       tracepoint_proto(vmlinux, c->tracepoint) : NULL;
 
 	c->how = NULL;
 	c->chosen = c->chosen_return = NULL;
@@ -65,39 +91,45 @@ void attach_choice_find(struct attach_choice *c, const struct btf *vmlinux, bool
 			       (older ? "raw_tp(older form)" : "raw_tp");
 		return;
 	}
-	if (c->function && c->function_prog && function_proto(vmlinux, c->function)) {
+	proto = c->function_prog ? proto_of_function(vmlinux, c->function_id) : NULL;
+	if (proto && (!c->function_params || btf_vlen(proto) == c->function_params)) {
 		c->chosen = c->function_prog;
 		c->how = bpf_program__section_name(c->function_prog);
 	}
 }
 
 /*
- * Can fentry attach to kernel function @function? A program that only
- * returns, loaded and attached, then closed: BPF trampolines need ftrace
- * direct calls, which some architectures lack (arm64 before v6.4: ENOTSUPP
- * at attach, attach_failure_say()).
+ * Can fentry attach on this kernel? Asked once, of the function of BTF id
+ * @id, with a program that only returns, loaded and attached, then closed:
+ * BPF trampolines need ftrace direct calls, which are the architecture's,
+ * not a function's (arm64 before v6.4 lacks them: ENOTSUPP at attach,
+ * attach_failure_say()), and each probe makes and frees a trampoline
+ * (1.8 s for two in a TCG guest of 6.1).
  */
-static bool fentry_attaches(const struct btf *vmlinux, const char *function)
+static bool fentry_attaches(int id)
 {
 	const struct bpf_insn insns[] = {
 		{ .code = BPF_ALU64 | BPF_MOV | BPF_K, .dst_reg = BPF_REG_0, .imm = 0 },
 		{ .code = BPF_JMP | BPF_EXIT },
 	};
-	int id = btf__find_by_name_kind(vmlinux, function, BTF_KIND_FUNC);
 	LIBBPF_OPTS(bpf_prog_load_opts, opts, .expected_attach_type = BPF_TRACE_FENTRY,
 		    .attach_btf_id = id);
-	int prog, link;
+	static int answer = -1;
+	int prog, link = -1;
 
 	if (id < 0)
 		return false;
+	if (answer >= 0)
+		return answer;
 	prog = bpf_prog_load(BPF_PROG_TYPE_TRACING, "fentry_probe", "GPL", insns, 2, &opts);
-	if (prog < 0)
-		return false;
-	link = bpf_raw_tracepoint_open(NULL, prog);
+	if (prog >= 0)
+		link = bpf_raw_tracepoint_open(NULL, prog);
 	if (link >= 0)
 		close(link);
-	close(prog);
-	return link >= 0;
+	if (prog >= 0)
+		close(prog);
+	answer = link >= 0;
+	return answer;
 }
 
 /* Has the kernel kprobes, as perf events (the way libbpf attaches them first)? */
@@ -113,7 +145,7 @@ static bool uses_function(const struct attach_choice *c)
 }
 
 /* Should the function fallbacks among @c's @n rows be kprobes? */
-static bool functions_by_kprobe(const struct attach_choice *c, int n, const struct btf *vmlinux)
+static bool functions_by_kprobe(const struct attach_choice *c, int n)
 {
 	const char *knob = getenv("PAGETRACE_ATTACH");
 
@@ -122,18 +154,28 @@ static bool functions_by_kprobe(const struct attach_choice *c, int n, const stru
 	if (!kernel_has_kprobes())
 		return false;	/* fentry, or the refusal of attach_failure_say() */
 	for (int i = 0; i < n; i++)
-		if (uses_function(&c[i]) && !fentry_attaches(vmlinux, c[i].function))
+		if (uses_function(&c[i]) && !fentry_attaches(c[i].function_id))
 			return true;
 	return false;
 }
 
-void attach_choice_functions(struct attach_choice *c, int n, const struct btf *vmlinux)
+/* Rows that only fentry can attach, on a kernel where it cannot: unavailable. */
+static void drop_unattachable_functions(struct attach_choice *c, int n)
+{
+	for (int i = 0; i < n; i++)
+		if (c[i].chosen && c[i].chosen == c[i].function_prog && !c[i].kprobe_prog &&
+		    !fentry_attaches(c[i].function_id))
+			c[i].chosen = NULL, c[i].how = NULL;
+}
+
+void attach_choice_functions(struct attach_choice *c, int n)
 {
 	bool any = false;
 
+	drop_unattachable_functions(c, n);
 	for (int i = 0; i < n; i++)
 		any = any || uses_function(&c[i]);
-	if (!any || !functions_by_kprobe(c, n, vmlinux))
+	if (!any || !functions_by_kprobe(c, n))
 		return;
 	for (int i = 0; i < n; i++) {
 		if (!uses_function(&c[i]))
@@ -163,6 +205,18 @@ void attach_choice_set_autoload(const struct attach_choice *c, int n, const bool
 		if (loaded[i] && c[i].chosen_return)
 			bpf_program__set_autoload(c[i].chosen_return, true);
 	}
+}
+
+bool attach_choice_faults_from_ptes(const struct attach_choice *hooks, bool *load)
+{
+	const char *knob = getenv("PAGETRACE_FAULTS");
+	bool ptes = !(knob && strcmp(knob, "events") == 0) &&
+		    (hooks[0].how || hooks[1].how) && hooks[2].how;
+
+	load[0] = ptes && hooks[0].how;
+	load[1] = ptes && !hooks[0].how;	/* do_set_pte: before set_pte_range */
+	load[2] = ptes;
+	return ptes;
 }
 
 bool attach_choice_by_loader(const struct attach_choice *c)

@@ -31,6 +31,9 @@ struct attach_choice {
 	int older_params;
 	/* fentry/fexit on @function where the kernel lacks the tracepoint; or NULL. */
 	const char *function;
+	/* If not 0: the only number of parameters of @function its program reads right. */
+	int function_params;
+	int function_id;	/* its BTF id, or -1 (attach_choice_resolve) */
 	struct bpf_program *function_prog;
 	/*
 	 * The same as a kprobe (and a kretprobe where it is fexit), where
@@ -71,6 +74,13 @@ struct attach_choice {
 	ATTACH_FILEMAP(p, "mm_filemap_get_pages", get_pages, "filemap_get_pages", fexit_get_pages, \
 		       (p)->kretprobe_get_pages)
 /*
+ * A kernel function without a tracepoint (its name stands for one in
+ * messages): fentry/fexit only, where it attaches (attach_choice_functions).
+ */
+#define ATTACH_FUNCTION(p, fn, params, fn_prog) \
+	{ .tracepoint = fn, .group = "function", .function = fn, .function_params = params, \
+	  .function_prog = (p)->fn_prog }
+/*
  * Where a thread enters the kernel: x86's fault tracepoints and sys_enter,
  * one raw_tp program, raw_kern_entry, for all three rows, in tp_btf loads
  * too (programs.bpf.h), which the loader attaches to each
@@ -99,13 +109,17 @@ struct attach_choice {
  * loads too.
  */
 void attach_choice_find(struct attach_choice *c, const struct btf *vmlinux, bool use_btf);
+/* The BTF ids of @c's @n rows' functions, in one pass over the kernel's types: before _find. */
+void attach_choice_resolve(struct attach_choice *c, int n, const struct btf *vmlinux);
 /*
  * The function fallbacks chosen among @c's @n rows, all as kprobes or none
  * (never half of each): kprobes where fentry cannot attach to one of their
  * functions and the kernel has kprobes, or where PAGETRACE_ATTACH=kprobe
- * (a test knob: the kprobes on a kernel that has fentry too).
+ * (a test knob: the kprobes on a kernel that has fentry too). A row with
+ * no kprobe flavour (ATTACH_FUNCTION) whose fentry cannot attach is
+ * unavailable (how NULL).
  */
-void attach_choice_functions(struct attach_choice *c, int n, const struct btf *vmlinux);
+void attach_choice_functions(struct attach_choice *c, int n);
 /*
  * Load the chosen programs of @c's @n rows where @loaded, and none of their
  * others; several rows may choose one program (ATTACH_ENTRY).
@@ -132,6 +146,22 @@ bool kernel_param_is_pointer(const struct btf *vmlinux, const char *function, in
  * thread ids. Returns whether task storage is used (the rodata flag).
  */
 bool thread_storage_fallback(struct bpf_object *obj);
+/*
+ * The PTE hooks (pte_hooks.bpf.h): three consecutive rows, set_pte_range,
+ * do_set_pte, do_set_pmd (ATTACH_PTE_HOOKS).
+ */
+#define ATTACH_PTE_HOOKS(p) \
+	ATTACH_FUNCTION(p, "set_pte_range", 5, fentry_pte_range), \
+	ATTACH_FUNCTION(p, "do_set_pte", 3, fentry_set_pte), \
+	ATTACH_FUNCTION(p, "do_set_pmd", 0, fexit_set_pmd)
+enum { PTE_HOOK_ROWS = 3 };
+/*
+ * Faults from the PTE hooks, the rows @hooks of ATTACH_PTE_HOOKS: where
+ * do_set_pmd and set_pte_range or do_set_pte attach, unless
+ * PAGETRACE_FAULTS=events (a test knob: the fault events' inference on a
+ * kernel that has both). Which of the rows to load into @load.
+ */
+bool attach_choice_faults_from_ptes(const struct attach_choice *hooks, bool *load);
 /* Does the kernel have bpf_loop (v5.17)? The walks of page state and of bios use it. */
 bool kernel_has_bpf_loop(void);
 

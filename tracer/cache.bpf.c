@@ -330,6 +330,7 @@ TRACEPOINT_PROGRAMS(dirty, "writeback_dirty_folio", handle_dirty(folio, mapping)
 		    struct folio *folio, struct address_space *mapping)
 
 PAGE_ACCESS_PROGRAMS()
+PTE_HOOK_PROGRAMS()
 FILEMAP_FUNCTION_PROGRAMS()
 FILEMAP_KPROBE_PROGRAMS()
 ARCH_FAULT_PROGRAMS()

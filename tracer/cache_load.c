@@ -24,22 +24,41 @@
 #include "bpf_cost.h"
 #include "engine_load.h"
 
-#define NR_PROGRAMS 10
+#define NR_PROGRAMS 13
 
-/* Every attach point, each needed. */
+/* Every attach point; the faults' either from the fault events or from the PTE hooks. */
 ENGINE_SKELETON(cache, NR_PROGRAMS,
 	ATTACH_BIO_AND_TASKS(p),
 	ATTACH_TRACEPOINT(p, "writeback_dirty_folio", "writeback", dirty),
 	ATTACH_READS_AND_FAULTS(p),
-	ATTACH_PAGE_ACCESS(p));
+	ATTACH_PAGE_ACCESS(p),
+	ATTACH_PTE_HOOKS(p));
 
-/* The engine's select: every attach point is needed. */
-static void select_programs(void *skel, const struct attach_choice *c, struct engine_point *p,
+/* mm_filemap_fault; map_pages and the fault tracepoints; the PTE hooks. */
+enum { ROW_FAULT = 4, ROW_MAP_PAGES = 6, ROW_FAULT_KERNEL = 8, ROW_PTE_HOOKS = 10 };
+
+/* Is row @i one of the fault events' rows? */
+static bool fault_event_row(int i)
+{
+	return i == ROW_FAULT || (i >= ROW_MAP_PAGES && i <= ROW_FAULT_KERNEL);
+}
+
+/* The engine's select: every attach point is needed, the faults' from one source. */
+static void select_programs(void *skel_, const struct attach_choice *c, struct engine_point *p,
 			    const void *arg)
 {
-	(void)skel, (void)c, (void)arg;
-	for (int i = 0; i < NR_PROGRAMS; i++)
-		p[i] = (struct engine_point){ .load = true, .needed_by = "it" };
+	struct cache_bpf *skel = skel_;
+	bool pte_rows[PTE_HOOK_ROWS];
+	bool ptes = attach_choice_faults_from_ptes(&c[ROW_PTE_HOOKS], pte_rows);
+
+	(void)arg;
+	skel->rodata->faults_from_ptes = ptes;
+	for (int i = 0; i < NR_PROGRAMS; i++) {
+		bool wanted = i >= ROW_PTE_HOOKS ? pte_rows[i - ROW_PTE_HOOKS] :
+			      !(ptes && fault_event_row(i));
+
+		p[i] = (struct engine_point){ .load = wanted, .needed_by = wanted ? "it" : NULL };
+	}
 }
 
 /* The engine's configure: the rodata from @arg, a struct cache_load_options. */

@@ -115,9 +115,10 @@ static int choose(struct engine *e, void *skel, const struct btf *vmlinux, bool 
 	int missing = 0;
 
 	e->describe(skel, c);
+	attach_choice_resolve(c, e->nr_points, vmlinux);
 	for (int i = 0; i < e->nr_points; i++)
 		attach_choice_find(&c[i], vmlinux, use_btf);
-	attach_choice_functions(c, e->nr_points, vmlinux);
+	attach_choice_functions(c, e->nr_points);
 	cost_phase("attach choice");
 	e->select(skel, c, p, arg);
 	for (int i = 0; i < e->nr_points; i++) {

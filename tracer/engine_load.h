@@ -24,7 +24,7 @@ struct btf;
 struct bpf_cost;
 
 /* The most attach points a tool's table has. */
-#define ENGINE_MAX_POINTS 16
+#define ENGINE_MAX_POINTS 20
 
 /* What a tool's setup decides of one attach point. */
 struct engine_point {

@@ -16,7 +16,10 @@
  * (page_state.bpf.h). A full map is reported through on_state_full(), never
  * dropped silently.
  *
- * The map_pages tracepoint gives only the range fault-around tried. Which
+ * Where fentry attaches to set_pte_range() and do_set_pmd(), a fault's
+ * pages are read where the kernel maps them (pte_hooks.bpf.h), and the
+ * fault events are not loaded. Else: the map_pages tracepoint gives only
+ * the range fault-around tried. Which
  * page faulted comes from exceptions:page_fault_user/kernel (the address)
  * and its VMA (its file page: vma_lookup.bpf.h); which pages it really
  * mapped comes from the page cache itself, read the way filemap_map_pages()
@@ -27,7 +30,8 @@
  * and the chunk walk), pending_pages.bpf.h (pages read from storage),
  * read_calls.bpf.h (read calls), vma_lookup.bpf.h
  * (a fault's VMA), fault_around.bpf.h (a fault and its fault-around),
- * fault_state.bpf.h (what is resolved after the fact). A tool includes
+ * fault_state.bpf.h (what is resolved after the fact), pte_hooks.bpf.h
+ * (a fault where its page-table entries are set). A tool includes
  * this header, defines the sinks (sinks.bpf.h) and calls the
  * page_access_*() entry points from its programs, after its own filter
  * (traced tasks).
@@ -42,5 +46,6 @@
 #include "vma_lookup.bpf.h"
 #include "fault_around.bpf.h"
 #include "fault_state.bpf.h"
+#include "pte_hooks.bpf.h"
 
 #endif /* PAGETRACE_PAGE_ACCESS_BPF_H */

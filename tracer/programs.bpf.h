@@ -100,6 +100,55 @@ static __always_inline int handle_sys_enter(struct pt_regs *regs, long id)
 
 
 /*
+ * Where the kernel sets page-table entries (pte_hooks.bpf.h), with fentry
+ * and fexit, loaded instead of fault-around's and the fault tracepoints'
+ * programs where they attach: set_pte_range() ("mm: convert do_set_pte()
+ * to set_pte_range()", 3bd786f76de2, v6.5), or do_set_pte() before it;
+ * and do_set_pmd(), which maps a PMD-sized folio whole when it returns 0.
+ * Its second argument is a page of that folio (its head, once it is
+ * checked), or since "mm: convert do_set_pmd() to take a folio" the folio
+ * itself: either way the folio is found from it.
+ */
+/* Argument @n of the function a fentry or fexit program is on, as a number. */
+static __always_inline unsigned long func_arg(void *ctx, __u32 n)
+{
+	__u64 value = 0;
+
+	bpf_get_func_arg(ctx, n, &value);
+	return value;
+}
+
+#define PTE_HOOK_PROGRAMS()							\
+SEC("fentry/set_pte_range")							\
+int BPF_PROG(fentry_pte_range, struct vm_fault *vmf, struct folio *folio,		\
+	     struct page *page, unsigned int nr)					\
+{										\
+	if (current_is_traced())						\
+		page_access_ptes_set(vmf, func_arg(ctx, 2), nr);		\
+	return 0;								\
+}										\
+SEC("fentry/do_set_pte")							\
+int BPF_PROG(fentry_set_pte, struct vm_fault *vmf)				\
+{										\
+	if (current_is_traced())						\
+		page_access_ptes_set(vmf, func_arg(ctx, 1), 1);			\
+	return 0;								\
+}										\
+SEC("fexit/do_set_pmd")								\
+int BPF_PROG(fexit_set_pmd, struct vm_fault *vmf)				\
+{										\
+	unsigned long folio;							\
+	__u64 ret = -1;								\
+										\
+	bpf_get_func_ret(ctx, &ret);						\
+	if ((vm_fault_t)ret || !current_is_traced())				\
+		return 0;							\
+	folio = folio_of_page(func_arg(ctx, 1));				\
+	page_access_ptes_set(vmf, folio, folio_pages((struct folio *)folio));	\
+	return 0;								\
+}
+
+/*
  * Kernels before the filemap: get_pages, map_pages and fault tracepoints
  * (v6.12, "filemap: add trace events for get_pages, map_pages, and
  * fault", Takaya Saeki, 2024) get the same three events from the functions

@@ -459,7 +459,7 @@ static __always_inline int handle_fault(struct address_space *mapping, __u64 ind
 	if (!trace_all && !ctx)
 		return 0;
 	arm_read_context(ctx, BPF_CORE_READ(mapping, host), CAUSE_FAULT);
-	if (want_used)
+	if (want_used && !faults_from_ptes)
 		page_access_fault(mapping, index);
 	return 0;
 }
@@ -511,6 +511,7 @@ TRACEPOINT_PROGRAMS(get_pages, "mm_filemap_get_pages", handle_get_pages(mapping,
 		    struct address_space *mapping, unsigned long index, unsigned long last)
 
 PAGE_ACCESS_PROGRAMS()
+PTE_HOOK_PROGRAMS()
 FILEMAP_FUNCTION_PROGRAMS()
 FILEMAP_KPROBE_PROGRAMS()
 ARCH_FAULT_PROGRAMS()

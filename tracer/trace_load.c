@@ -29,9 +29,11 @@ enum tracepoint_role {
 	TP_CAUSE,		/* the cause column; optional, all or nothing */
 	TP_CAUSE_AND_USED,	/* the cause column, and needed by --used */
 	TP_USED,		/* only with --used, which needs it */
+	TP_FAULT_EVENT,		/* --used's faults, where the PTE hooks are not loaded */
+	TP_PTE,			/* --used's faults where the page tables are set */
 };
 
-#define NR_TRACEPOINTS 14
+#define NR_TRACEPOINTS 17
 
 /* The tracepoints, in the order of their roles below. */
 ENGINE_SKELETON(trace, NR_TRACEPOINTS,
@@ -42,26 +44,38 @@ ENGINE_SKELETON(trace, NR_TRACEPOINTS,
 	ATTACH_TRACEPOINT(p, "page_cache_ra_unbounded", "readahead", ra_unbounded),
 	ATTACH_TRACEPOINT(p, "page_cache_ra_order", "readahead", ra_order),
 	ATTACH_READS_AND_FAULTS(p),
-	ATTACH_PAGE_ACCESS(p));
+	ATTACH_PAGE_ACCESS(p),
+	ATTACH_PTE_HOOKS(p));
+
+/* The rows: mm_filemap_fault, then map_pages, the fault tracepoints, sys_enter; the PTE hooks. */
+enum { ROW_FAULT = 8, ROW_PTE_HOOKS = 14 };
 
 static const enum tracepoint_role roles[NR_TRACEPOINTS] = {
 	TP_REQUIRED, TP_REQUIRED, TP_REQUIRED, TP_REQUIRED,
 	TP_CAUSE, TP_CAUSE, TP_CAUSE, TP_CAUSE,
-	TP_CAUSE_AND_USED, TP_CAUSE_AND_USED, TP_USED,
-	TP_USED, TP_USED, TP_USED,
+	TP_CAUSE_AND_USED, TP_CAUSE_AND_USED, TP_FAULT_EVENT,
+	TP_FAULT_EVENT, TP_FAULT_EVENT, TP_USED,
+	TP_PTE, TP_PTE, TP_PTE,
 };
 
+/* --used's faults from the PTE hooks (pte_hooks.bpf.h), and which of their rows load. */
+static bool faults_from_ptes(const struct attach_choice *tps, bool *load)
+{
+	return attach_choice_faults_from_ptes(&tps[ROW_PTE_HOOKS], load) && opts.used;
+}
+
 /* Which tracepoints are needed, and by whom; with -x, say the optional ones this kernel lacks. */
-static int missing_optional(const struct attach_choice *tps, struct engine_point *p)
+static int missing_optional(const struct attach_choice *tps, struct engine_point *p, bool ptes)
 {
 	int missing = 0;
 
 	for (int i = 0; i < NR_TRACEPOINTS; i++) {
 		if (roles[i] == TP_REQUIRED)
 			p[i].needed_by = "pagetrace";
-		else if (opts.used && roles[i] != TP_CAUSE)
+		else if (opts.used && (roles[i] == TP_USED || roles[i] == TP_CAUSE_AND_USED ||
+				       (roles[i] == TP_FAULT_EVENT && !ptes)))
 			p[i].needed_by = "--used";
-		if (tps[i].how || p[i].needed_by || roles[i] == TP_USED || !opts.extra)
+		if (tps[i].how || p[i].needed_by || roles[i] >= TP_USED || !opts.extra)
 			continue;
 		if (!opts.quiet)
 			errmsg(NULL, "kernel lacks tracepoint %s:%s; the cause column will be '-'",
@@ -86,7 +100,7 @@ static void select_programs(void *skel_, const struct attach_choice *tps, struct
 {
 	const struct budget_settings *settings = arg;
 	struct trace_bpf *skel = skel_;
-	bool want_cause;
+	bool want_cause, ptes, pte_rows[PTE_HOOK_ROWS];
 
 	if (settings) {
 		opts.extra = settings->extra;
@@ -98,16 +112,23 @@ static void select_programs(void *skel_, const struct attach_choice *tps, struct
 	 * prints it: without, its programs (one more on every fault and
 	 * readahead) are not loaded at all.
 	 */
-	want_cause = missing_optional(tps, p) == 0 && opts.extra;
+	ptes = faults_from_ptes(tps, pte_rows);
+	want_cause = missing_optional(tps, p, ptes) == 0 && opts.extra;
 	skel->rodata->want_cause = want_cause;
+	skel->rodata->faults_from_ptes = ptes;
 	for (int i = 0; i < NR_TRACEPOINTS; i++) {
 		enum tracepoint_role role = roles[i];
 
 		p[i].load = role == TP_REQUIRED ||
 			(role == TP_CAUSE && want_cause) ||
 			(role == TP_CAUSE_AND_USED && (want_cause || opts.used)) ||
-			(role == TP_USED && opts.used);
+			(role == TP_USED && opts.used) ||
+			(role == TP_FAULT_EVENT && opts.used && !ptes) ||
+			(role == TP_PTE && ptes && pte_rows[i - ROW_PTE_HOOKS]);
 	}
+	/* Its faults come from the PTE hooks: mm_filemap_fault only for the cause. */
+	if (ptes)
+		p[ROW_FAULT].load = want_cause;
 }
 
 /* The context of symbol_lookup()'s program: the name in, its address out. */

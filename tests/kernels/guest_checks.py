@@ -429,6 +429,15 @@ class Checks:
         return {"runs": [self.run("trace", "-v", "--used", "-c", "true"),
                          self.run("cachestat", "-v", "1", "1")]}
 
+    # --- where --used's faults come from ------------------------------------
+
+    def fault_source(self):
+        """What -v says trace --used and cachestat attached: the PTE hooks
+        (set_pte_range, do_set_pmd) or the fault events, chosen at run
+        time (pte_hooks.bpf.h)."""
+        return {"runs": [self.run("trace", "-v", "--used", "-c", "true"),
+                         self.run("cachestat", "-v", "1", "1")]}
+
     def cachefuzz_ext4(self):
         return self.cachefuzz("ext4", self.fuzz_seeds[0])
 
@@ -443,10 +452,12 @@ READPAGE_CHECKS = ["readpage_cold_read", "readpage_mmap_faults"]
 CACHE_CHECKS = ["cache_cold_warm_cat", "cache_one_cached_one_cold", "cache_write_evict_read",
                 "cache_scattered_preads", "cache_mmap_touches", "cachestat_cold_read"]
 FUZZ_CHECKS = ["cachefuzz_ext4", "cachefuzz_xfs"]
-BUDGET_CHECKS = ["budget"]
+BUDGET_CHECKS = ["budget", "fault_source"]
 SELF_CHECKS = ["self_check"]
 # The filemap fallbacks as kprobes on a kernel that has fentry too: these
-# checks again, with PAGETRACE_ATTACH=kprobe (the tools' test knob).
+# checks again, with PAGETRACE_ATTACH=kprobe (the tools' test knob), and
+# the faults from the fault events (PAGETRACE_FAULTS=events), as arm64 6.1
+# takes them.
 KPROBE = "_kprobe"
 KPROBE_CHECKS = [name + KPROBE for name in ["attach_ways", *CACHE_CHECKS, *BUDGET_CHECKS]]
 CHECKS = TRACE_CHECKS + READPAGE_CHECKS + CACHE_CHECKS + BUDGET_CHECKS + SELF_CHECKS + FUZZ_CHECKS
@@ -457,7 +468,7 @@ ATTACH_CHECKS = ["attach_ways"] + KPROBE_CHECKS
 def check_of(checks, name):
     """Check NAME of CHECKS, a KPROBE_CHECKS one with the knob set."""
     if name.endswith(KPROBE):
-        checks.env = dict(os.environ, PAGETRACE_ATTACH="kprobe")
+        checks.env = dict(os.environ, PAGETRACE_ATTACH="kprobe", PAGETRACE_FAULTS="events")
         name = name[:-len(KPROBE)]
     return getattr(checks, name)
 

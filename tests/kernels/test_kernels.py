@@ -661,6 +661,15 @@ def attach_family(how):
     return FAMILY.get(how, how)
 
 
+def attach_line(run):
+    """A -v run's attach line (attach_choice_print), and its points: {point: how}."""
+    refusal(run)
+    assert run["rc"] == 0, f"exit {run['rc']}: {run['stderr'][-1500:]}"
+    line = next((x for x in run["stderr"].splitlines() if ": attached: " in x), None)
+    assert line, f"no attach line: {run['stderr'][-1500:]}"
+    return line, dict(w.split("=", 1) for w in line.split(": attached: ", 1)[1].split())
+
+
 def judge_attach_ways(c, results):
     """trace --used and cachestat -v: each run's attach line; the filemap
     attach points all one way (a tracepoint, fentry/fexit or kprobes: never
@@ -669,11 +678,7 @@ def judge_attach_ways(c, results):
     kernel has it, is still chosen first)."""
     ways = []
     for run in c["runs"]:
-        refusal(run)
-        assert run["rc"] == 0, f"exit {run['rc']}: {run['stderr'][-1500:]}"
-        line = next((x for x in run["stderr"].splitlines() if ": attached: " in x), None)
-        assert line, f"no attach line: {run['stderr'][-1500:]}"
-        how = dict(w.split("=", 1) for w in line.split(": attached: ", 1)[1].split())
+        line, how = attach_line(run)
         filemap = {p: how[p] for p in FILEMAP_POINTS if p in how}
         kinds = {attach_family(w) for w in filemap.values()}
         assert len(kinds) == 1, f"half a design: {line}"
@@ -683,6 +688,37 @@ def judge_attach_ways(c, results):
             f"{p.removeprefix('mm_filemap_')}={w}" for p, w in filemap.items()))
     assert len({w.split(": ", 1)[1] for w in ways}) == 1 or len(ways) == 1, "; ".join(ways)
     return "; ".join(ways)
+
+
+# --- where --used's faults come from (-v) ------------------------------------
+
+PTE_POINTS = ("set_pte_range", "do_set_pte", "do_set_pmd")
+FAULT_EVENT_POINTS = ("mm_filemap_map_pages", "page_fault_user", "page_fault_kernel")
+# x86-64 rows whose kernel has fentry (and set_pte_range() or, before
+# 6.5, do_set_pte()): the PTE hooks expected there, the fault events on the
+# host (this VM's kernel refuses fentry). arm64 rows are held to one source
+# only: whether their fentry attaches was not measured.
+PTE_ROWS = {"6.1", "6.12", "7.3"}
+
+
+def judge_fault_source(c, results):
+    """trace --used and cachestat -v: their faults from one source, the
+    same in both tools: the PTE hooks (both), or the fault events (no PTE
+    hook); the PTE hooks where the row's kernel has them."""
+    sources = []
+    for run in c["runs"]:
+        line, how = attach_line(run)
+        ptes = [p for p in PTE_POINTS if p in how]
+        events = [p for p in FAULT_EVENT_POINTS if p in how]
+        assert ptes in ([], ["set_pte_range", "do_set_pmd"], ["do_set_pte", "do_set_pmd"]), \
+            f"not one whole set of PTE hooks: {line}"
+        assert not (ptes and events), f"faults from both sources: {line}"
+        assert ptes or "mm_filemap_map_pages" in how, f"no source of faults: {line}"
+        sources.append("PTE hooks" if ptes else "fault events")
+    assert len(set(sources)) == 1, f"the tools disagree: {sources}"
+    want = "PTE hooks" if c["kernel"] in PTE_ROWS else "fault events"
+    assert c["kernel"] in ARM64 or sources[0] == want, f"{sources[0]} where {want} were expected"
+    return f"--used's faults from the {sources[0]}"
 
 
 # --- the tools' self-check (pagetrace doctor) -------------------------------
@@ -791,6 +827,7 @@ JUDGED += [(tool, name, globals()[f"judge_{tool}_{name[len('cache_'):]}"])
            if name.startswith("cache_")]
 JUDGED += [("cachestat", "cachestat_cold_read", judge_cachestat_cold_read)]
 JUDGED += [("budget", "budget", judge_budget)]
+JUDGED += [("trace", "fault_source", judge_fault_source)]
 JUDGED += [("doctor", "self_check", judge_self_check)]
 JUDGED += [("cachefuzz", name, globals()["judge_" + name]) for name in guest_checks.FUZZ_CHECKS]
 JUDGED += [("trace", "attach_ways", judge_attach_ways)]
@@ -1159,6 +1196,35 @@ def test_attach_ways_judge_refuses_half_a_design():
                         ("attach_ways", [line(*fentry), line(*kprobes, tool="cachestat")])):
         with pytest.raises(AssertionError):
             judge(check, *runs)
+
+
+def test_fault_source_judge_refuses_two_sources_or_the_wrong_one():
+    """judge_fault_source on made-up -v lines: both PTE hooks on a PTE row,
+    or the fault events elsewhere, in both tools, passes; half the hooks,
+    both sources, the tools disagreeing, or the source a row does not
+    expect fails."""
+    ptes = "set_pte_range=fentry/set_pte_range do_set_pmd=fexit/do_set_pmd"
+    events = "mm_filemap_map_pages=tp_btf page_fault_user=raw_tp page_fault_kernel=raw_tp"
+
+    def run(points, tool="trace"):
+        return {"rc": 0, "stdout": "", "stderr": f"{tool}: attached: sched_process_fork=tp_btf "
+                f"mm_filemap_get_pages=tp_btf {points}\n"}
+
+    def judge(kernel, *runs):
+        return judge_fault_source({"check": "fault_source", "kernel": kernel,
+                                   "runs": list(runs)}, {})
+    assert "PTE hooks" in judge("6.12", run(ptes), run(ptes, "cachestat"))
+    assert "fault events" in judge("host", run(events), run(events, "cachestat"))
+    older = "do_set_pte=fentry/do_set_pte do_set_pmd=fexit/do_set_pmd"
+    assert "PTE hooks" in judge("6.1", run(older), run(older, "cachestat"))
+    for kernel, runs in (("6.12", [run("set_pte_range=fentry/set_pte_range " + events)]),
+                         ("6.1", [run(older + " set_pte_range=fentry/set_pte_range")]),
+                         ("6.12", [run(ptes + " " + events)]),
+                         ("6.12", [run(ptes), run(events, "cachestat")]),
+                         ("6.12", [run(events)]), ("host", [run(ptes)]),
+                         ("host", [run("mm_filemap_get_pages=tp_btf")])):
+        with pytest.raises(AssertionError):
+            judge(kernel, *runs)
 
 
 def test_kernel_without_btf_is_one_line():
