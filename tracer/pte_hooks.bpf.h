@@ -10,10 +10,10 @@
  * @page: fault-around's runs (filemap_map_pages()) and a served fault's
  * page or folio (finish_fault()); before it, do_set_pte(vmf, page, addr)
  * maps one page. do_set_pmd() maps a PMD-sized folio whole when it
- * returns 0. Of the pages so mapped, the
- * fault's own, vmf->pgoff of the faulting VMA's file, is the access; the
- * others are mapped. A COW fault maps an anonymous copy of the file's page
- * vmf->pgoff: that page is the access, and nothing of the file is mapped.
+ * returns 0. Of the pages so mapped, the fault's own, vmf->pgoff of the
+ * faulting VMA's file, is the access; the others are mapped. A COW fault
+ * maps an anonymous copy of the file's page vmf->pgoff: that page is the
+ * access, and nothing of the file is mapped.
  *
  * Invariants: a page is counted where it is mapped, once per mapping; the
  * fault's page is an access only in the call that maps it (a retried
