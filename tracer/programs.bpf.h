@@ -99,6 +99,15 @@ static __always_inline int handle_sys_enter(struct pt_regs *regs, long id)
 	}
 
 
+/* Argument @n of the function a fentry or fexit program is on, as a number. */
+static __always_inline unsigned long func_arg(void *ctx, __u32 n)
+{
+	__u64 value = 0;
+
+	bpf_get_func_arg(ctx, n, &value);
+	return value;
+}
+
 /*
  * Where the kernel sets page-table entries (pte_hooks.bpf.h), with fentry
  * and fexit, loaded instead of fault-around's and the fault tracepoints'
@@ -109,15 +118,6 @@ static __always_inline int handle_sys_enter(struct pt_regs *regs, long id)
  * checked), or since "mm: convert do_set_pmd() to take a folio" the folio
  * itself: either way the folio is found from it.
  */
-/* Argument @n of the function a fentry or fexit program is on, as a number. */
-static __always_inline unsigned long func_arg(void *ctx, __u32 n)
-{
-	__u64 value = 0;
-
-	bpf_get_func_arg(ctx, n, &value);
-	return value;
-}
-
 #define PTE_HOOK_PROGRAMS()							\
 SEC("fentry/set_pte_range")							\
 int BPF_PROG(fentry_pte_range, struct vm_fault *vmf, struct folio *folio,		\

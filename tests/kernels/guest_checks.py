@@ -434,9 +434,8 @@ class Checks:
     def fault_source(self):
         """What -v says trace --used and cachestat attached: the PTE hooks
         (set_pte_range, do_set_pmd) or the fault events, chosen at run
-        time (pte_hooks.bpf.h)."""
-        return {"runs": [self.run("trace", "-v", "--used", "-c", "true"),
-                         self.run("cachestat", "-v", "1", "1")]}
+        time (pte_hooks.bpf.h): attach_ways's runs, judged for the source."""
+        return self.attach_ways()
 
     def cachefuzz_ext4(self):
         return self.cachefuzz("ext4", self.fuzz_seeds[0])
