@@ -84,6 +84,20 @@ def loadable_programs(obj):
     return names
 
 
+# Programs of one source of faults (docs/fault-path.md, "Two sources"):
+# a kernel loads those of the PTE hooks where they attach, else those of
+# the fault events; the matrix measures both (its forced-events rows).
+PTE_ONLY = {"btf_read_entry", "raw_read_entry"}
+EVENTS_ONLY = {"raw_kern_entry", "btf_map_pages", "raw_map_pages"}
+
+
+def this_kernels(programs, rows):
+    """PROGRAMS less those of the source of faults that ROWS, a --budget
+    run's, did not take: ROWS measured a PTE hook or none."""
+    ptes = any(p in ("fentry_pte_range", "fentry_set_pte") for _, p, _, _ in rows)
+    return programs - (EVENTS_ONLY if ptes else PTE_ONLY)
+
+
 def judge(rows, programs, known=KNOWN_OVER):
     """The rows above a ceiling, each within its KNOWN figure; and every
     program of PROGRAMS measured."""
@@ -112,7 +126,8 @@ def test_budget_of_every_program(tool, obj, tools):
     rows = parse(proc.stdout)
     assert {t for t, _, _, _ in rows} == tools
     assert {f for _, _, f, _ in rows} == {"tp_btf", "raw_tp"}
-    over = judge(rows, loadable_programs(os.path.join(TRACER, ".output", obj)))
+    over = judge(rows, this_kernels(loadable_programs(os.path.join(TRACER, ".output", obj)),
+                                    rows))
     verdict = proc.stderr.strip().splitlines()[-1]
     m = VERDICT.match(verdict)
     assert m and m.group(1) == tool and int(m.group(2)) == len(rows), proc.stderr
@@ -137,6 +152,12 @@ def test_the_judgement_fails_above_the_ceilings():
         judge({key: (710_001, 512)}, {"raw_map_pages"}, {key: (710_000, 512)})
     with pytest.raises(AssertionError):   # a program not measured
         judge(ok, programs | {"btf_exit"})
+    # The programs of the source of faults the kernel took are all measured.
+    pte = {("trace", "fentry_pte_range", "tp_btf", "--used"): (5450, 256)}
+    assert this_kernels(programs | PTE_ONLY | EVENTS_ONLY, ok) == programs | EVENTS_ONLY
+    assert this_kernels(programs | PTE_ONLY | EVENTS_ONLY, pte) == programs | PTE_ONLY
+    with pytest.raises(AssertionError):
+        judge(ok, this_kernels(programs | EVENTS_ONLY, ok))
 
 
 @pytest.mark.parametrize("argv,said", [

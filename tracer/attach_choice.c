@@ -211,11 +211,12 @@ bool attach_choice_faults_from_ptes(const struct attach_choice *hooks, bool *loa
 {
 	const char *knob = getenv("PAGETRACE_FAULTS");
 	bool ptes = !(knob && strcmp(knob, "events") == 0) &&
-		    (hooks[0].how || hooks[1].how) && hooks[2].how;
+		    (hooks[0].how || hooks[1].how) && hooks[2].how && hooks[3].how;
 
 	load[0] = ptes && hooks[0].how;
 	load[1] = ptes && !hooks[0].how;	/* do_set_pte: before set_pte_range */
 	load[2] = ptes;
+	load[3] = ptes;
 	return ptes;
 }
 

@@ -147,19 +147,22 @@ bool kernel_param_is_pointer(const struct btf *vmlinux, const char *function, in
  */
 bool thread_storage_fallback(struct bpf_object *obj);
 /*
- * The PTE hooks (pte_hooks.bpf.h): three consecutive rows, set_pte_range,
- * do_set_pte, do_set_pmd (ATTACH_PTE_HOOKS).
+ * The PTE hooks (pte_hooks.bpf.h): four consecutive rows, set_pte_range,
+ * do_set_pte, do_set_pmd, and the read calls' sys_enter that goes with
+ * them in place of raw_kern_entry's (ATTACH_PTE_HOOKS).
  */
 #define ATTACH_PTE_HOOKS(p) \
 	ATTACH_FUNCTION(p, "set_pte_range", 5, fentry_pte_range), \
 	ATTACH_FUNCTION(p, "do_set_pte", 3, fentry_set_pte), \
-	ATTACH_FUNCTION(p, "do_set_pmd", 0, fexit_set_pmd)
-enum { PTE_HOOK_ROWS = 3 };
+	ATTACH_FUNCTION(p, "do_set_pmd", 0, fexit_set_pmd), \
+	ATTACH_TRACEPOINT(p, "sys_enter", "raw_syscalls", read_entry)
+enum { PTE_HOOK_ROWS = 4 };
 /*
  * Faults from the PTE hooks, the rows @hooks of ATTACH_PTE_HOOKS: where
  * do_set_pmd and set_pte_range or do_set_pte attach, unless
  * PAGETRACE_FAULTS=events (a test knob: the fault events' inference on a
- * kernel that has both). Which of the rows to load into @load.
+ * kernel that has both). Which of the rows to load into @load: the
+ * fault events' rows, sys_enter's among them, load only when it is false.
  */
 bool attach_choice_faults_from_ptes(const struct attach_choice *hooks, bool *load);
 /* Does the kernel have bpf_loop (v5.17)? The walks of page state and of bios use it. */

@@ -24,7 +24,7 @@
 #include "bpf_cost.h"
 #include "engine_load.h"
 
-#define NR_PROGRAMS 13
+#define NR_PROGRAMS 14
 
 /* Every attach point; the faults' either from the fault events or from the PTE hooks. */
 ENGINE_SKELETON(cache, NR_PROGRAMS,
@@ -34,13 +34,13 @@ ENGINE_SKELETON(cache, NR_PROGRAMS,
 	ATTACH_PAGE_ACCESS(p),
 	ATTACH_PTE_HOOKS(p));
 
-/* mm_filemap_fault; map_pages and the fault tracepoints; the PTE hooks. */
-enum { ROW_FAULT = 4, ROW_MAP_PAGES = 6, ROW_FAULT_KERNEL = 8, ROW_PTE_HOOKS = 10 };
+/* mm_filemap_fault; map_pages, the fault tracepoints and sys_enter; the PTE hooks. */
+enum { ROW_FAULT = 4, ROW_MAP_PAGES = 6, ROW_SYS_ENTER = 9, ROW_PTE_HOOKS = 10 };
 
 /* Is row @i one of the fault events' rows? */
 static bool fault_event_row(int i)
 {
-	return i == ROW_FAULT || (i >= ROW_MAP_PAGES && i <= ROW_FAULT_KERNEL);
+	return i == ROW_FAULT || (i >= ROW_MAP_PAGES && i <= ROW_SYS_ENTER);
 }
 
 /* The engine's select: every attach point is needed, the faults' from one source. */

@@ -118,20 +118,37 @@ static __always_inline unsigned long func_arg(void *ctx, __u32 n)
  * checked), or since "mm: convert do_set_pmd() to take a folio" the folio
  * itself: either way the folio is found from it.
  */
+/*
+ * sys_enter beside the PTE hooks: no fault to end there, only a read
+ * call's start (page_access_read_syscall()).
+ */
+static __always_inline int handle_read_entry(struct pt_regs *regs, long id)
+{
+	if (is_read_syscall(id) && current_is_traced())
+		page_access_read_syscall(regs, id);
+	return 0;
+}
+
 #define PTE_HOOK_PROGRAMS()							\
+TRACEPOINT_PROGRAMS(read_entry, "sys_enter", handle_read_entry(regs, id),	\
+		    struct pt_regs *regs, long id)				\
 SEC("fentry/set_pte_range")							\
 int BPF_PROG(fentry_pte_range, struct vm_fault *vmf, struct folio *folio,		\
 	     struct page *page, unsigned int nr)					\
 {										\
 	if (current_is_traced())						\
-		page_access_ptes_set(vmf, func_arg(ctx, 2), nr);		\
+		page_access_ptes_set(vmf, func_arg(ctx, 1), func_arg(ctx, 2), nr); \
 	return 0;								\
 }										\
 SEC("fentry/do_set_pte")							\
 int BPF_PROG(fentry_set_pte, struct vm_fault *vmf)				\
 {										\
-	if (current_is_traced())						\
-		page_access_ptes_set(vmf, func_arg(ctx, 1), 1);			\
+	unsigned long page;							\
+										\
+	if (!current_is_traced())						\
+		return 0;							\
+	page = func_arg(ctx, 1);						\
+	page_access_ptes_set(vmf, folio_of_page(page), page, 1);		\
 	return 0;								\
 }										\
 SEC("fexit/do_set_pmd")								\
@@ -144,7 +161,7 @@ int BPF_PROG(fexit_set_pmd, struct vm_fault *vmf)				\
 	if ((vm_fault_t)ret || !current_is_traced())				\
 		return 0;							\
 	folio = folio_of_page(func_arg(ctx, 1));				\
-	page_access_ptes_set(vmf, folio, folio_pages((struct folio *)folio));	\
+	page_access_ptes_set(vmf, folio, folio, folio_pages((struct folio *)folio)); \
 	return 0;								\
 }
 

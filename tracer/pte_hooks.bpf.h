@@ -110,17 +110,16 @@ static __always_inline unsigned long folio_of_page(unsigned long page)
 }
 
 /*
- * @nr pages mapped from @page on (set_pte_range(), do_set_pte(), a
- * successful do_set_pmd()). Only fentry and fexit programs call it:
- * @vmf is a BTF pointer, read directly (a faulting load reads 0), with no
- * helper call; @page is an address (bpf_get_func_arg(): the verifier
- * allows no arithmetic on a BTF pointer), and the folio, found from it,
- * is read with probe reads.
+ * @nr pages mapped from @page on, @folio the folio that holds it
+ * (set_pte_range(), do_set_pte(), a successful do_set_pmd()). Only fentry
+ * and fexit programs call it: @vmf is a BTF pointer, read directly (a
+ * faulting load reads 0), with no helper call; @folio and @page are
+ * addresses (bpf_get_func_arg(): the verifier allows no arithmetic on a
+ * BTF pointer), read with probe reads.
  */
-static __always_inline void page_access_ptes_set(struct vm_fault *vmf, unsigned long page,
-						 __u64 nr)
+static __always_inline void page_access_ptes_set(struct vm_fault *vmf, unsigned long folio,
+						 unsigned long page, __u64 nr)
 {
-	unsigned long folio = folio_of_page(page);
 	unsigned long mapping = (unsigned long)BPF_CORE_READ((struct folio *)folio, mapping);
 	struct file *vm_file = vmf->vma->vm_file;
 	struct address_space *file = vm_file ? vm_file->f_mapping : NULL;

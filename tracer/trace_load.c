@@ -33,7 +33,7 @@ enum tracepoint_role {
 	TP_PTE,			/* --used's faults where the page tables are set */
 };
 
-#define NR_TRACEPOINTS 17
+#define NR_TRACEPOINTS 18
 
 /* The tracepoints, in the order of their roles below. */
 ENGINE_SKELETON(trace, NR_TRACEPOINTS,
@@ -54,8 +54,8 @@ static const enum tracepoint_role roles[NR_TRACEPOINTS] = {
 	TP_REQUIRED, TP_REQUIRED, TP_REQUIRED, TP_REQUIRED,
 	TP_CAUSE, TP_CAUSE, TP_CAUSE, TP_CAUSE,
 	TP_CAUSE_AND_USED, TP_CAUSE_AND_USED, TP_FAULT_EVENT,
-	TP_FAULT_EVENT, TP_FAULT_EVENT, TP_USED,
-	TP_PTE, TP_PTE, TP_PTE,
+	TP_FAULT_EVENT, TP_FAULT_EVENT, TP_FAULT_EVENT,
+	TP_PTE, TP_PTE, TP_PTE, TP_PTE,
 };
 
 /* --used's faults from the PTE hooks (pte_hooks.bpf.h), and which of their rows load. */
