@@ -159,12 +159,24 @@ static bool functions_by_kprobe(const struct attach_choice *c, int n)
 	return false;
 }
 
-/* Rows that only fentry can attach, on a kernel where it cannot: unavailable. */
+/* Is @p a fentry or fexit program (a BPF trampoline's)? */
+static bool on_trampoline(const struct bpf_program *p)
+{
+	enum bpf_attach_type type = bpf_program__expected_attach_type(p);
+
+	return type == BPF_TRACE_FENTRY || type == BPF_TRACE_FEXIT;
+}
+
+/*
+ * Rows that only fentry can attach, on a kernel where it cannot:
+ * unavailable. A row whose function program is itself a kprobe (arm64's
+ * fault start, ATTACH_FAULT) is not one of them.
+ */
 static void drop_unattachable_functions(struct attach_choice *c, int n)
 {
 	for (int i = 0; i < n; i++)
 		if (c[i].chosen && c[i].chosen == c[i].function_prog && !c[i].kprobe_prog &&
-		    !fentry_attaches(c[i].function_id))
+		    on_trampoline(c[i].chosen) && !fentry_attaches(c[i].function_id))
 			c[i].chosen = NULL, c[i].how = NULL;
 }
 

@@ -94,7 +94,9 @@ static __always_inline int handle_sys_enter(struct pt_regs *regs, long id)
 	{										\
 		if ((long)second >= 0)	/* sys_enter(regs, id) */			\
 			return handle_sys_enter((struct pt_regs *)first, (long)second);	\
-		/* page_fault_user/kernel(address, regs, error_code) */		\
+		/* page_fault_user/kernel(address, regs, error_code), x86's alone */	\
+		if (!bpf_core_field_exists(struct pt_regs___x86, cs))			\
+			return 0;	/* arm64: attached to sys_enter only */		\
 		return handle_page_fault(first, x86_user_mode((struct pt_regs *)second));	\
 	}
 
