@@ -111,16 +111,6 @@ static __always_inline unsigned long func_arg(void *ctx, __u32 n)
 }
 
 /*
- * Where the kernel sets page-table entries (pte_hooks.bpf.h), with fentry
- * and fexit, loaded instead of fault-around's and the fault tracepoints'
- * programs where they attach: set_pte_range() ("mm: convert do_set_pte()
- * to set_pte_range()", 3bd786f76de2, v6.5), or do_set_pte() before it;
- * and do_set_pmd(), which maps a PMD-sized folio whole when it returns 0.
- * Its second argument is a page of that folio (its head, once it is
- * checked), or since "mm: convert do_set_pmd() to take a folio" the folio
- * itself: either way the folio is found from it.
- */
-/*
  * sys_enter beside the PTE hooks: no fault to end there, only a read
  * call's start (page_access_read_syscall()).
  */
@@ -131,6 +121,17 @@ static __always_inline int handle_read_entry(struct pt_regs *regs, long id)
 	return 0;
 }
 
+/*
+ * Where the kernel sets page-table entries (pte_hooks.bpf.h), with fentry
+ * and fexit, loaded instead of fault-around's and the fault tracepoints'
+ * programs where they attach: set_pte_range() ("mm: convert do_set_pte()
+ * to set_pte_range()", 3bd786f76de2, v6.5), or do_set_pte() before it;
+ * and do_set_pmd(), which maps a PMD-sized folio whole when it returns 0.
+ * Its second argument is a page of that folio (its head, once it is
+ * checked), or since "mm: convert do_set_pmd() to take a folio" the folio
+ * itself: either way the folio is found from it. sys_enter goes with them
+ * (handle_read_entry()).
+ */
 #define PTE_HOOK_PROGRAMS()							\
 TRACEPOINT_PROGRAMS(read_entry, "sys_enter", handle_read_entry(regs, id),	\
 		    struct pt_regs *regs, long id)				\
