@@ -796,7 +796,8 @@ def cmd_run(args):
     scratch = args.scratch or os.path.dirname(out)
     seeds = list(range(args.seed, args.seed + args.count))
     report = {"kernel": platform.release(), "seeds": [seeds[0], seeds[-1]],
-              "page_size": PAGE, "fault_around_bytes": fault_around_bytes(), "batches": []}
+              "page_size": PAGE, "fault_around_bytes": fault_around_bytes(),
+              "cachestat": cache.cachestat_available(), "batches": []}
     for fstype in args.fs.split(","):
         for at in range(0, len(seeds), args.batch):
             batch = [generate(s) for s in seeds[at: at + args.batch]]

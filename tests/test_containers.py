@@ -479,7 +479,7 @@ def fuzz_expected(results):
             for key in ("accesses", "mapped", "dirties") if model.undecidable else sums:
                 sums[key] += counts[key]
             undecidable += bool(model.undecidable)
-            dirties_undecidable += model.dirties_undecidable
+            dirties_undecidable += model.dirties_undecidable or model.dirties_unobservable
     return sums, undecidable, dirties_undecidable
 
 
