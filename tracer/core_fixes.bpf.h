@@ -21,6 +21,13 @@
 
 /* Before v6.18 "mm: introduce memdesc_flags_t": page->flags a plain word. */
 struct page___ulong_flags { unsigned long flags; } CORE_FLAVOUR;
+/*
+ * Since v6.18: a struct of that one word. Named by a flavour of its own, as
+ * a build whose vmlinux.h is older (the arm64 build's, from 6.12) has the
+ * plain word in struct page, which no v6.18+ kernel's struct matches.
+ */
+struct memdesc_flags___word { unsigned long f; };
+struct page___memdesc_flags { struct memdesc_flags___word flags; } CORE_FLAVOUR;
 /* v7.x renamed page->compound_head to compound_info (and may store a mask). */
 struct page___compound_info { unsigned long compound_info; } CORE_FLAVOUR;
 /* Before v6.16 or so, page->index (now folio->index, page->__folio_index). */
@@ -88,7 +95,7 @@ static __always_inline __u32 page_flags_offset(void)
 {
 	if (bpf_core_field_exists(struct page___ulong_flags, flags))
 		return bpf_core_field_offset(struct page___ulong_flags, flags);
-	return bpf_core_field_offset(struct page, flags);	/* memdesc_flags_t */
+	return bpf_core_field_offset(struct page___memdesc_flags, flags);
 }
 
 static __always_inline __u32 page_compound_offset(void)
