@@ -228,7 +228,7 @@ VERSION := $(shell cat analysis/pagetrace/VERSION)
 ifeq ($(ARCH),arm64)
 CROSS_COMPILE ?= aarch64-linux-gnu-
 ARM64_BTF_KERNEL ?= arm64-6.12
-VMLINUX_BTF ?= $(or $(PAGETRACE_KERNELS_CACHE),/var/lib/pagetrace-kernels)/arm64/$(ARM64_BTF_KERNEL)/vmlinux.btf
+VMLINUX_BTF ?= $(KERNELS_CACHE)/arm64/$(ARM64_BTF_KERNEL)/vmlinux.btf
 export CROSS_COMPILE VMLINUX_BTF
 endif
 DIST_ARCH ?= $(if $(CROSS_COMPILE),$(patsubst %-linux-gnu-,%,$(CROSS_COMPILE)),$(shell uname -m))

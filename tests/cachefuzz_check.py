@@ -324,11 +324,12 @@ def too_much_skipped(tally, files=MAX_SKIPPED_FILES):
     that compared too few counts (under 3 a file run: 4.9 in the matrix)
     exceeds one too."""
     said = []
-    if tally["skipped_files"] > max(files * tally["files"], MIN_SKIPPED_FILES):
+    ceiling = max(files * tally["files"], MIN_SKIPPED_FILES)
+    if tally["skipped_files"] > ceiling:
         said.append(f"undecidable pages in {tally['skipped_files']} of {tally['files']} "
                     f"file runs (ceiling {files:.0%}, at least "
                     f"{MIN_SKIPPED_FILES})")
-    if tally["skipped_dirties"] > max(files * tally["files"], MIN_SKIPPED_FILES):
+    if tally["skipped_dirties"] > ceiling:
         said.append(f"undecidable dirties in {tally['skipped_dirties']} of {tally['files']} "
                     f"file runs (ceiling {files:.0%}, at least {MIN_SKIPPED_FILES})")
     if tally["compared"] < 3 * tally["files"]:

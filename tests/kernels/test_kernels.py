@@ -697,12 +697,10 @@ def judge_attach_ways(c, results):
 
 PTE_POINTS = ("set_pte_range", "do_set_pte", "do_set_pmd")
 FAULT_EVENT_POINTS = ("mm_filemap_map_pages", "page_fault_user", "page_fault_kernel")
-# x86-64 rows whose kernel has fentry (and set_pte_range() or, before
-# 6.5, do_set_pte()): the PTE hooks expected there, the fault events on the
-# host (this VM's kernel refuses fentry). arm64 rows are held to one source
-# only: whether their fentry attaches was not measured.
-# Where fentry attaches to the PTE hooks (arm64 from 6.4: ftrace direct
-# calls); arm64 6.1 takes the fault events, its fault start a kprobe.
+# Rows whose kernel has fentry (and set_pte_range() or, before 6.5,
+# do_set_pte()): the PTE hooks expected there (arm64 from 6.4: ftrace
+# direct calls); the fault events elsewhere: on the host (this VM's kernel
+# refuses fentry) and on arm64 6.1, whose fault start is a kprobe.
 PTE_ROWS = {"6.1", "6.12", "7.3", "arm64-6.12", "arm64-6.12-16k", "arm64-7.3"}
 
 
@@ -1503,8 +1501,8 @@ ARM64_SECTION = [
     "  The x86-64 6.1 row checks the same programs with `PAGETRACE_ATTACH=kprobe` (a test",
     "  knob, trace(8)): the checks named `..._kprobe`. A kernel with neither kprobes nor",
     "  trampolines still refuses in one line (\"kernel lacks fentry/fexit on kernel functions\").",
-    "- The faults of `trace --used` and the cache tools: from the PTE hooks on 6.12 (fentry",
-    "  on `set_pte_range()`), from the fault events on 6.1 (check `fault_source`;",
+    "- The faults of `trace --used` and the cache tools: from the PTE hooks on 6.12 and 7.3",
+    "  (fentry on `set_pte_range()`), from the fault events on 6.1 (check `fault_source`;",
     "  docs/fault-path.md, \"Two sources\"). `raw_kern_entry` is attached to `sys_enter`",
     "  alone there: its x86 fault branch is left out by CO-RE (`pt_regs___x86`).",
     "- System call numbers: the generic table (`read` 63, `pread64` 67, `mmap` 222...),",
