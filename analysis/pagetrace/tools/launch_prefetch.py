@@ -18,20 +18,19 @@ import os
 
 from pagetrace.core import packfile
 
-# The buffer that --window reads queued ranges back into.
-READ_BACK_BYTES = 1 << 20
 def prefetch(pack, data, source, keep, window=None, ranges=None):
     """Asks the kernel for the pages of every range of the files `keep`
     (indexes into pack.files), in the pack's order (or those of `ranges`,
     [(file, page, pages)], in theirs); with `window` (bytes),
-    at most that much asked for and not yet read back (the oldest ranges
-    are read back, through descriptors that do no readahead, before more
-    are asked for: an I/O scheduler sorts what is queued by sector).
+    at most that much asked for and not yet read back (the oldest range's
+    last byte is read back, through descriptors that do no readahead,
+    before more are asked for: an I/O scheduler sorts what is queued by
+    sector).
     (requests, pages) asked for. A file that cannot be opened is left
     out: the launch checked it a moment ago."""
     kept, fds = set(keep), {}
     size = pack.page_size
-    queued, in_flight, buffer = collections.deque(), 0, None
+    queued, in_flight = collections.deque(), 0
     requests = pages_asked = 0
     try:
         for file, page, pages in ranges or packfile.range_triples(data, source):
@@ -44,10 +43,8 @@ def prefetch(pack, data, source, keep, window=None, ranges=None):
                 continue
             offset, length = page * size, pages * size
             if window:
-                if buffer is None:
-                    buffer = bytearray(READ_BACK_BYTES)
                 while queued and in_flight + length > window:
-                    in_flight -= _read_back(queued.popleft(), buffer)
+                    in_flight -= _read_back(queued.popleft())
             try:
                 os.posix_fadvise(fd, offset, length, os.POSIX_FADV_WILLNEED)
             except OSError:
@@ -75,18 +72,14 @@ def _open(path, window):
     return fd
 
 
-def _read_back(request, buffer):
-    """Waits for a range by reading it (in pieces of the buffer's size)."""
+def _read_back(request):
+    """Waits for a range by reading one byte of its last page, the page
+    WILLNEED queued last (launch/prefetch.c's read_back)."""
     fd, offset, length = request
-    view, done = memoryview(buffer), 0
-    while done < length:
-        try:
-            got = os.preadv(fd, [view[:min(len(view), length - done)]], offset + done)
-        except OSError:
-            break
-        if got <= 0:
-            break
-        done += got
+    try:
+        os.pread(fd, 1, offset + length - 1)
+    except OSError:
+        pass
     return length
 
 
