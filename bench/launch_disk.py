@@ -19,6 +19,10 @@ recorded there, then per iteration, in a new random order each time:
               pack compiled from the runs' container traces alone
               (`run-N.target.log`): the pack as before issue 43's runtime
               reads were recorded
+  pack-cached  (LAUNCH_DISK_EXTRA) cold, the pack's pages alone read in
+              disk order (untimed, no gaps filled), then the start: the
+              launch's ceiling were its prefetch free and always ahead of
+              the start; what is left is what the pack lacks
   whole-file  cold, then the trace's files read whole, front to back, by a
               second process started beside CMD (what vmtouch -t,
               ureadahead and systemd-readahead do); timed until CMD ends
@@ -388,6 +392,17 @@ class Session:
             status, last = finish(proc)
             reap(proc)
             return time.perf_counter() - started, None, status, last
+        elif state == "pack-cached":
+            # The pack's pages alone, no gaps filled; the read untimed.
+            started = time.perf_counter()
+            proc = spawn([sys.executable, "-I", "-S", os.path.join(TOP, "bench", "launch_disk.py"),
+                          "sorted-read", self.pack_path, "0"])
+            status, last = finish(proc)
+            reap(proc)
+            read_s = time.perf_counter() - started
+            if status:
+                return None, None, status, last
+            elapsed, status, last = self.start(self.app)
         elif state == "bound":
             started = time.perf_counter()
             proc = spawn([sys.executable, "-I", "-S", os.path.join(TOP, "bench", "launch_disk.py"),
