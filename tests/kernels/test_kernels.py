@@ -1355,8 +1355,11 @@ def kernels_doc():
     yield
     doc = os.environ.get("PAGETRACE_KERNELS_DOC")
     if doc and _outcomes:
+        # Rendered first: the file truncated would make the tree look
+        # changed to tree_commit.
+        text = render(_outcomes, _results)
         with open(doc, "w") as f:
-            f.write(render(_outcomes, _results))
+            f.write(text)
         # README's kernel table is rendered from it (tests/test_docs.py).
         if os.path.realpath(doc) == readme_kernels.KERNELS_MD:
             readme_kernels.write_readme()
