@@ -831,7 +831,8 @@ JUDGED += [(tool, name, globals()[f"judge_{tool}_{name[len('cache_'):]}"])
            if name.startswith("cache_")]
 JUDGED += [("cachestat", "cachestat_cold_read", judge_cachestat_cold_read)]
 JUDGED += [("budget", "budget", judge_budget)]
-JUDGED += [("trace", "fault_source", judge_fault_source)]
+# fault_source checks trace --used's (and cachestat -v's) faults: its column.
+JUDGED += [("used", "fault_source", judge_fault_source)]
 JUDGED += [("doctor", "self_check", judge_self_check)]
 JUDGED += [("cachefuzz", name, globals()["judge_" + name]) for name in guest_checks.FUZZ_CHECKS]
 JUDGED += [("trace", "attach_ways", judge_attach_ways)]
@@ -908,8 +909,8 @@ def known_bug(key, first):
 
 # A refusal passes only where the kernel truly lacks what the tool needs,
 # and a tool's claim that it lacks it is not proof: the fault path's
-# columns (trace --used, the cache tools, the random scripts, the budget,
-# fault_source) load on every kernel of the matrix but 5.10, and their
+# columns (trace --used and its fault_source, the cache tools, the random
+# scripts, the budget) load on every kernel of the matrix but 5.10, and their
 # refusal anywhere else is a failure (arm64 6.1 once "lacked" the fault
 # tracepoints' kprobe fallback that it has, docs/lab/arm64.md).
 FAULT_PATH_COLUMNS = {"used", "cachetop", "cachestat", "cachefuzz", "budget"}
@@ -918,8 +919,7 @@ REFUSES_FAULT_PATH = {"5.10"}
 
 def refusal_allowed(kernel, tool, check):
     """May CHECK of column TOOL be refused on KERNEL?"""
-    fault_path = tool in FAULT_PATH_COLUMNS or check.startswith("fault_source")
-    return not fault_path or kernel in REFUSES_FAULT_PATH
+    return tool not in FAULT_PATH_COLUMNS or kernel in REFUSES_FAULT_PATH
 
 
 @pytest.mark.parametrize("kernel,tool,check,judge", CASES,
@@ -1290,10 +1290,10 @@ def test_the_fault_path_refused_only_where_it_does_not_load():
     others (readpage, the doctor) wherever the tool says what the kernel
     lacks."""
     assert refusal_allowed("5.10", "cachefuzz", "cachefuzz_ext4")
-    assert refusal_allowed("5.10", "trace", "fault_source")
+    assert refusal_allowed("5.10", "used", "fault_source")
     assert not refusal_allowed("arm64-6.1", "cachefuzz", "cachefuzz_xfs")
     assert not refusal_allowed("6.1", "used", "cache_mmap_touches_kprobe")
-    assert not refusal_allowed("host", "trace", "fault_source")
+    assert not refusal_allowed("host", "used", "fault_source")
     assert refusal_allowed("6.1", "readpage", "readpage_cold_read")
     assert refusal_allowed("6.12", "doctor", "self_check")
 
