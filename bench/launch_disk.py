@@ -386,30 +386,16 @@ class Session:
                 self.app, beside=[sys.executable, "-I", "-S", "-c", WHOLE_FILE, *self.files])
         elif state.startswith("read-gap"):
             # Pilots: the sorted read alone, with gaps of N pages filled.
-            started = time.perf_counter()
-            proc = spawn([sys.executable, "-I", "-S", os.path.join(TOP, "bench", "launch_disk.py"),
-                          "sorted-read", self.pack_path, state[len("read-gap"):]])
-            status, last = finish(proc)
-            reap(proc)
-            return time.perf_counter() - started, None, status, last
+            read_s, status, last = self.sorted_read(state[len("read-gap"):])
+            return read_s, None, status, last
         elif state == "pack-cached":
             # The pack's pages alone, no gaps filled; the read untimed.
-            started = time.perf_counter()
-            proc = spawn([sys.executable, "-I", "-S", os.path.join(TOP, "bench", "launch_disk.py"),
-                          "sorted-read", self.pack_path, "0"])
-            status, last = finish(proc)
-            reap(proc)
-            read_s = time.perf_counter() - started
+            read_s, status, last = self.sorted_read("0")
             if status:
                 return None, None, status, last
             elapsed, status, last = self.start(self.app)
         elif state == "bound":
-            started = time.perf_counter()
-            proc = spawn([sys.executable, "-I", "-S", os.path.join(TOP, "bench", "launch_disk.py"),
-                          "sorted-read", self.pack_path])
-            status, last = finish(proc)
-            reap(proc)
-            read_s = time.perf_counter() - started
+            read_s, status, last = self.sorted_read()
             if status:
                 return None, None, status, last
             pagecache.warm_files(self.files, self.method)
@@ -418,6 +404,17 @@ class Session:
         else:
             elapsed, status, last = self.start(self.app)
         return elapsed, read_s, status, last
+
+    def sorted_read(self, gap=None):
+        """The pack's sorted read (sorted_read() below, in a process of its
+        own), gaps of GAP pages filled (None: the planner's): (seconds,
+        exit status, last line)."""
+        started = time.perf_counter()
+        proc = spawn([sys.executable, "-I", "-S", os.path.join(TOP, "bench", "launch_disk.py"),
+                      "sorted-read", self.pack_path, *([gap] if gap is not None else [])])
+        status, last = finish(proc)
+        reap(proc)
+        return time.perf_counter() - started, status, last
 
     def iterations(self, n, csv_path, seed=43):
         rng = random.Random(seed)
